@@ -1,0 +1,132 @@
+"""The job model: plain data shared by every layer. Imports nothing else from durq."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class JobState(enum.StrEnum):
+    """States of DESIGN §2. ``scheduled`` is derived: a queued job whose ``run_at`` is ahead."""
+
+    SCHEDULED = "scheduled"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+
+TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED})
+RETRYABLE_STATES = frozenset({JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED})
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptError:
+    """One failed attempt, as kept in a job's error history.
+
+    Attributes:
+        attempt: the attempt number that failed (1-based).
+        at: when it was recorded, seconds since the epoch.
+        type: the exception's qualified type name, or a reason such as ``lease_expired``.
+        message: the exception's text.
+        traceback: the formatted traceback ('' when there was none).
+        kind: the classification: ``transient``, ``permanent``, ``timeout``, ``lease_lost``,
+            ``shutdown``, ``undecodable_payload`` ...
+    """
+
+    attempt: int
+    at: float
+    type: str
+    message: str
+    traceback: str = ""
+    kind: str = "transient"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "at": self.at,
+            "type": self.type,
+            "message": self.message,
+            "traceback": self.traceback,
+            "kind": self.kind,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AttemptError:
+        return cls(
+            attempt=int(data.get("attempt", 0)),
+            at=float(data.get("at", 0.0)),
+            type=str(data.get("type", "")),
+            message=str(data.get("message", "")),
+            traceback=str(data.get("traceback", "")),
+            kind=str(data.get("kind", "transient")),
+        )
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """A job row as the store returns it (payload and JSON columns still encoded)."""
+
+    id: int
+    queue: str
+    task: str
+    payload: str
+    priority: int
+    run_at: float
+    attempts: int
+    max_attempts: int
+    state: str
+    lease_token: int | None
+    lease_expires_at: float | None
+    worker_id: str | None
+    key: str | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    result: str | None
+    progress: str | None
+    errors: str
+    meta: str | None
+    shutdown_requeues: int
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A job handed to a worker by a claim: what it needs to run and to fence its writes."""
+
+    id: int
+    queue: str
+    task: str
+    payload: str
+    attempt: int
+    max_attempts: int
+    lease_token: int
+    shutdown_requeues: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one attempt came to, handed to the store to record under the lease token.
+
+    ``kind`` is one of ``succeeded``, ``retry``, ``failed``.
+    """
+
+    job_id: int
+    lease_token: int
+    kind: str
+    result: str | None = None
+    error: AttemptError | None = None
+    run_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReapSummary:
+    """What one reaper pass did: leases returned to the queue, jobs failed for lack of attempts."""
+
+    at: float
+    recovered: int = 0
+    failed: int = 0
+    job_ids: tuple[int, ...] = field(default_factory=tuple)
