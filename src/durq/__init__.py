@@ -1,0 +1,69 @@
+"""durq: a durable job queue for Python. SQLite by default; no job is ever lost.
+
+Quick start::
+
+    import durq
+
+    dq = durq.Durq("sqlite:///jobs.db")
+
+    @dq.task(max_attempts=5, backoff=durq.exponential(base=2, cap=60))
+    def fetch(url: str) -> int:
+        ...
+
+    job = fetch.enqueue(url="https://example.org")   # committed when this returns
+    # elsewhere: durq worker myapp:dq
+"""
+
+from durq.app import Durq
+from durq.context import JobContext, context
+from durq.errors import (
+    ConfigError,
+    DurqError,
+    JobFailed,
+    JobGone,
+    JobNotFound,
+    PayloadError,
+    PayloadTooLarge,
+    Permanent,
+    SchemaTooNew,
+    StoreBusy,
+    StoreError,
+    TaskSignal,
+    Transient,
+    UnknownTask,
+)
+from durq.job import Job
+from durq.model import AttemptError, JobState
+from durq.retry import constant, exponential, tiers
+from durq.task import Task
+from durq.worker import Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AttemptError",
+    "ConfigError",
+    "Durq",
+    "DurqError",
+    "Job",
+    "JobContext",
+    "JobFailed",
+    "JobGone",
+    "JobNotFound",
+    "JobState",
+    "PayloadError",
+    "PayloadTooLarge",
+    "Permanent",
+    "SchemaTooNew",
+    "StoreBusy",
+    "StoreError",
+    "Task",
+    "TaskSignal",
+    "Transient",
+    "UnknownTask",
+    "Worker",
+    "constant",
+    "context",
+    "exponential",
+    "tiers",
+]

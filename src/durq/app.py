@@ -1,0 +1,396 @@
+"""Durq: the facade users hold. Registers tasks, enqueues jobs, reads and steers them."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar, overload
+
+from durq.classify import Classifier, Rule
+from durq.errors import ConfigError, JobGone, JobNotFound, UnknownTask
+from durq.job import Job
+from durq.model import JobRecord
+from durq.observability import events
+from durq.payload import DEFAULT_PAYLOAD_LIMIT, encode, encode_payload
+from durq.retry import Backoff, as_backoff
+from durq.store import NewJob, Store, open_store
+from durq.task import EnqueueOptions, Task
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_URL = "sqlite:///durq.db"
+DEFAULT_QUEUE = "default"
+DEFAULT_MAX_ATTEMPTS = 3
+
+
+def _check_name(what: str, value: str) -> str:
+    if not isinstance(value, str) or not value or len(value) > 200:
+        raise ConfigError(f"{what} must be a non-empty str of at most 200 characters, not {value!r}")
+    return value
+
+
+class Durq:
+    """A durq application: one database, the tasks registered on it.
+
+    Args:
+        url: ``sqlite:///path/to/jobs.db``, a bare path, or None for ``$DURQ_URL`` or else
+            ``./durq.db``. SQLite options: ``?synchronous=normal`` (faster, may lose the last
+            commits on power loss), ``busy_timeout=`` and ``lock_timeout=`` (seconds).
+        payload_limit: the largest payload accepted at enqueue, in bytes of JSON (1 MiB).
+        classify: classifiers tried for every task after the task's own (see
+            :func:`durq.classify.classify`).
+        retry_unclassified: whether an error no classifier recognises is retried (True)
+            or fails the job at once.
+        clock: seconds since the epoch; tests inject one to move time.
+
+    The database is opened (and migrated) on first use, not at construction.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        payload_limit: int | None = DEFAULT_PAYLOAD_LIMIT,
+        classify: Sequence[Rule | Classifier] = (),
+        retry_unclassified: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.url = url or os.environ.get("DURQ_URL") or DEFAULT_URL
+        self.payload_limit = payload_limit
+        self.rules = tuple(classify)
+        self.retry_unclassified = retry_unclassified
+        self.clock = clock
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self._store: Store | None = None
+        self._open_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<Durq {self.url} tasks={sorted(self.tasks)}>"
+
+    @property
+    def store(self) -> Store:
+        """The open store (opened and migrated on first use).
+
+        Raises:
+            StoreError, SchemaTooNew, ConfigError: see :func:`durq.store.open_store`.
+        """
+        if self._store is None:
+            with self._open_lock:
+                if self._store is None:
+                    self._store = open_store(self.url, clock=self.clock)
+        return self._store
+
+    def close(self) -> None:
+        """Close the database connections (reopened on next use)."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    # -- tasks ----------------------------------------------------------------------------
+
+    @overload
+    def task(self, fn: F, /) -> Task[Any, Any]: ...
+
+    @overload
+    def task(
+        self,
+        *,
+        name: str | None = None,
+        queue: str = DEFAULT_QUEUE,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: Backoff | Callable[[int, BaseException | None], float] | None = None,
+        timeout: float | None = None,
+        priority: int = 0,
+        classify: Rule | Classifier | Sequence[Rule | Classifier] | None = None,
+    ) -> Callable[[F], Task[Any, Any]]: ...
+
+    def task(
+        self,
+        fn: F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = DEFAULT_QUEUE,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: Backoff | Callable[[int, BaseException | None], float] | None = None,
+        timeout: float | None = None,
+        priority: int = 0,
+        classify: Rule | Classifier | Sequence[Rule | Classifier] | None = None,
+    ) -> Task[Any, Any] | Callable[[F], Task[Any, Any]]:
+        """Register a function (``def`` or ``async def``) as a task.
+
+        Use as ``@dq.task`` or ``@dq.task(queue="downloads", max_attempts=5)``. The function
+        takes its payload as keyword arguments; its return value (JSON) is stored as the
+        job's result.
+
+        Args:
+            name: the routing name (default: the function's ``__name__``).
+            queue: the default queue of its jobs.
+            max_attempts: attempts per job in all (>= 1), counting the first.
+            backoff: a policy from :mod:`durq.retry` (``tiers``, ``exponential``,
+                ``constant``) or a callable ``(attempt, error) -> seconds``; default
+                ``exponential(base=5, factor=4, cap=900, jitter=0.1)``.
+            timeout: seconds one attempt may run; past it the attempt fails as a timeout
+                (async tasks are cancelled; a thread's late result is discarded).
+            priority: default priority; lower numbers run first.
+            classify: rule(s) deciding transient vs permanent for this task's errors.
+
+        Raises:
+            ConfigError: a bad option, or another function already registered as ``name``.
+        """
+
+        def register(func: F) -> Task[Any, Any]:
+            task_name = _check_name("task name", name or func.__name__)
+            if max_attempts < 1:
+                raise ConfigError(f"max_attempts must be >= 1, not {max_attempts}")
+            if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
+                raise ConfigError(f"timeout must be a positive number of seconds, not {timeout}")
+            rules: Sequence[Rule | Classifier]
+            if classify is None:
+                rules = ()
+            elif isinstance(classify, Rule) or callable(classify):
+                rules = (classify,)  # type: ignore[assignment]
+            else:
+                rules = tuple(classify)
+            existing = self.tasks.get(task_name)
+            if existing is not None and existing.fn is not func:
+                raise ConfigError(f"task name {task_name!r} is already registered to {existing.fn!r}")
+            registered: Task[Any, Any] = Task(
+                self,
+                func,
+                name=task_name,
+                queue=_check_name("queue", queue),
+                max_attempts=max_attempts,
+                backoff=as_backoff(backoff),
+                timeout=timeout,
+                priority=int(priority),
+                rules=rules,
+            )
+            self.tasks[task_name] = registered
+            return registered
+
+        if fn is not None:
+            return register(fn)
+        return register
+
+    def get_task(self, name: str) -> Task[Any, Any]:
+        """The task registered as ``name``.
+
+        Raises:
+            UnknownTask: nothing is registered under that name.
+        """
+        try:
+            return self.tasks[name]
+        except KeyError:
+            raise UnknownTask(f"no task named {name!r} is registered (known: {sorted(self.tasks)})") from None
+
+    # -- enqueue --------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        task_name: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        queue: str | None = None,
+        delay: float | None = None,
+        run_at: float | datetime | None = None,
+        priority: int | None = None,
+        key: str | None = None,
+        max_attempts: int | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Job:
+        """Store a job for ``task_name``, for producers that do not import the task.
+
+        Returns once the job is committed (durable under the URL's ``synchronous`` mode).
+        Defaults come from the registered task when this app has it, else queue
+        ``default``, 3 attempts, priority 0.
+
+        Args:
+            task_name: the task's routing name.
+            payload: the task's keyword arguments (a JSON-serialisable dict).
+            queue: the queue to put it on.
+            delay: seconds from now before it may run (>= 0).
+            run_at: when it may run: seconds since the epoch or a timezone-aware datetime.
+            priority: lower runs first.
+            key: idempotency key; a second enqueue with the same ``(queue, key)`` returns
+                the first job (also when two processes race) instead of adding one.
+            max_attempts: attempts in all (>= 1).
+            meta: free-form JSON tags stored with the job.
+
+        Raises:
+            PayloadError: the payload (or meta) is not JSON-serialisable; a ``TypeError``.
+            PayloadTooLarge: the payload is over ``payload_limit`` bytes.
+            ConfigError: a bad option (negative delay, naive datetime, both delay and run_at).
+            StoreBusy: the database stayed locked past the lock timeout.
+            StoreError: the database could not be written (disk full, read-only).
+        """
+        opts = EnqueueOptions(queue, delay, run_at, priority, key, max_attempts, meta)
+        return self.enqueue_with(task_name, dict(payload or {}), opts, task=self.tasks.get(task_name))
+
+    def enqueue_with(
+        self,
+        task_name: str,
+        payload: Mapping[str, Any],
+        opts: EnqueueOptions,
+        *,
+        task: Task[Any, Any] | None,
+    ) -> Job:
+        """:meth:`enqueue` with an :class:`EnqueueOptions` (used by tasks)."""
+        new = self._new_job(task_name, payload, opts, task, opts.key)
+        ((job_id, created),) = self.store.enqueue([new])
+        return self._job_after_insert(new, job_id, created)
+
+    def enqueue_many_with(
+        self,
+        task_name: str,
+        items: Sequence[Mapping[str, Any]],
+        opts: EnqueueOptions,
+        *,
+        keys: Sequence[str | None] | None,
+        task: Task[Any, Any] | None,
+    ) -> list[Job]:
+        """Insert many jobs of one task in one transaction; see :meth:`Task.enqueue_many`."""
+        if keys is not None and len(keys) != len(items):
+            raise ConfigError(f"{len(keys)} keys for {len(items)} items")
+        if opts.key is not None:
+            raise ConfigError("options(key=...) names one job; pass keys=[...] to enqueue_many")
+        news = [
+            self._new_job(task_name, item, opts, task, keys[i] if keys is not None else None)
+            for i, item in enumerate(items)
+        ]
+        if not news:
+            return []
+        ids = self.store.enqueue(news)
+        return [self._job_after_insert(n, i, c) for n, (i, c) in zip(news, ids, strict=True)]
+
+    def _new_job(
+        self,
+        task_name: str,
+        payload: Mapping[str, Any],
+        opts: EnqueueOptions,
+        task: Task[Any, Any] | None,
+        key: str | None,
+    ) -> NewJob:
+        _check_name("task name", task_name)
+        body = encode_payload(dict(payload) if isinstance(payload, Mapping) else payload, self.payload_limit)
+        queue = opts.queue or (task.queue if task else DEFAULT_QUEUE)
+        _check_name("queue", queue)
+        max_attempts = opts.max_attempts or (task.max_attempts if task else DEFAULT_MAX_ATTEMPTS)
+        if not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ConfigError(f"max_attempts must be an int >= 1, not {max_attempts!r}")
+        priority = opts.priority if opts.priority is not None else (task.priority if task else 0)
+        if not isinstance(priority, int):
+            raise ConfigError(f"priority must be an int, not {priority!r}")
+        if key is not None and (not isinstance(key, str) or not key or len(key) > 1000):
+            raise ConfigError(f"key must be a non-empty str of at most 1000 characters, not {key!r}")
+        now = self.store.now()
+        run_at = now
+        if opts.delay is not None and opts.run_at is not None:
+            raise ConfigError("give delay or run_at, not both")
+        if opts.delay is not None:
+            if not (isinstance(opts.delay, int | float) and opts.delay >= 0 and math.isfinite(opts.delay)):
+                raise ConfigError(f"delay must be a number of seconds >= 0, not {opts.delay!r}")
+            run_at = now + opts.delay
+        elif isinstance(opts.run_at, datetime):
+            if opts.run_at.tzinfo is None:
+                raise ConfigError("run_at must be timezone-aware (e.g. datetime.now(timezone.utc))")
+            run_at = opts.run_at.timestamp()
+        elif opts.run_at is not None:
+            if not (isinstance(opts.run_at, int | float) and math.isfinite(opts.run_at)):
+                raise ConfigError(f"run_at must be epoch seconds or a datetime, not {opts.run_at!r}")
+            run_at = float(opts.run_at)
+        meta = encode(dict(opts.meta), what="meta", limit=self.payload_limit) if opts.meta else None
+        return NewJob(queue, task_name, body, priority, run_at, max_attempts, key, meta)
+
+    def _job_after_insert(self, new: NewJob, job_id: int, created: bool) -> Job:
+        if not created:
+            record = self.store.get(job_id)
+            if record is None:  # pruned between the insert and the read
+                raise JobNotFound(f"job {job_id} vanished")
+            return Job(self.store, record)
+        if events.enabled():
+            events.emit(events.JOB_ENQUEUED, id=job_id, queue=new.queue, task=new.task, run_at=new.run_at)
+        record = JobRecord(
+            job_id, new.queue, new.task, new.payload, new.priority, new.run_at, 0, new.max_attempts,
+            "queued", None, None, None, new.key, self.store.now(), None, None, None, None, "[]",
+            new.meta, 0,
+        )
+        return Job(self.store, record)
+
+    # -- reading and steering -------------------------------------------------------------
+
+    def get(self, job_id: int) -> Job:
+        """The job with this id.
+
+        Raises:
+            JobNotFound: no such job (never existed, or pruned).
+        """
+        record = self.store.get(int(job_id))
+        if record is None:
+            raise JobNotFound(f"no job with id {job_id}")
+        return Job(self.store, record)
+
+    def jobs(
+        self,
+        *,
+        state: str | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        """Jobs, newest first, filtered by state (incl. ``scheduled``), queue and task.
+
+        Raises:
+            ConfigError: an unknown state.
+        """
+        from durq.model import JobState
+
+        if state is not None and state not in {s.value for s in JobState}:
+            raise ConfigError(f"unknown state {state!r}; one of {[s.value for s in JobState]}")
+        records = self.store.list_jobs(state=state, queue=queue, task=task, limit=int(limit))
+        return [Job(self.store, r) for r in records]
+
+    def retry(self, job_id: int) -> Job:
+        """Put a failed, cancelled or expired job back in the queue with a fresh attempt budget.
+
+        Its error history is kept.
+
+        Raises:
+            JobNotFound: no such job.
+            JobGone: the job is not failed, cancelled or expired (nothing changed).
+        """
+        if not self.store.retry(int(job_id)):
+            job = self.get(job_id)
+            raise JobGone(f"job {job_id} is {job.state}; only failed, cancelled or expired jobs can be retried")
+        return self.get(job_id)
+
+    def cancel(self, job_id: int) -> Job:
+        """Cancel a queued, scheduled or running job.
+
+        A running job's lease is revoked: its worker's outcome is fenced out and the task
+        sees ``durq.context().lease_lost`` become True at the next heartbeat.
+
+        Raises:
+            JobNotFound: no such job.
+            JobGone: the job already finished (nothing changed).
+        """
+        if not self.store.cancel(int(job_id)):
+            job = self.get(job_id)
+            raise JobGone(f"job {job_id} is already {job.state}; it cannot be cancelled")
+        return self.get(job_id)
+
+    def status(self) -> dict[str, Any]:
+        """The status snapshot (see :func:`durq.observability.status.snapshot`)."""
+        from durq.observability.status import snapshot
+
+        return snapshot(self.store.status_data())
+
+    def worker(self, **options: Any) -> Any:
+        """A :class:`durq.worker.Worker` for this app; ``options`` are its arguments."""
+        from durq.worker import Worker
+
+        return Worker(self, **options)

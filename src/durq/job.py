@@ -1,0 +1,193 @@
+"""Job: a handle on one stored job, as users see it."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from durq.errors import JobFailed, JobNotFound
+from durq.model import TERMINAL_STATES, AttemptError, JobRecord, JobState
+from durq.payload import decode
+
+if TYPE_CHECKING:
+    from durq.store.base import Store
+
+
+class Job:
+    """A stored job. Attributes reflect the row as last read; :meth:`refresh` re-reads it.
+
+    Attributes:
+        id: the job's id (int).
+        queue, task: where it runs and which task runs it.
+        state: a :class:`durq.JobState`; ``scheduled`` is a queued job whose ``run_at`` is ahead.
+        attempts: attempts used so far; max_attempts: the attempts it may use.
+        run_at, created_at, started_at, finished_at: seconds since the epoch (or None).
+        key: its idempotency key, or None. priority: lower runs first.
+        payload: the task's keyword arguments (dict).
+        meta: the free-form JSON the producer tagged it with.
+    """
+
+    __slots__ = ("_record", "_store")
+
+    def __init__(self, store: Store, record: JobRecord) -> None:
+        self._store = store
+        self._record = record
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id} {self.task} {self.state} attempts={self.attempts}/{self.max_attempts}>"
+
+    @property
+    def id(self) -> int:
+        return self._record.id
+
+    @property
+    def queue(self) -> str:
+        return self._record.queue
+
+    @property
+    def task(self) -> str:
+        return self._record.task
+
+    @property
+    def state(self) -> JobState:
+        r = self._record
+        if r.state == JobState.QUEUED and r.run_at > self._store.now():
+            return JobState.SCHEDULED
+        return JobState(r.state)
+
+    @property
+    def attempts(self) -> int:
+        return self._record.attempts
+
+    @property
+    def max_attempts(self) -> int:
+        return self._record.max_attempts
+
+    @property
+    def priority(self) -> int:
+        return self._record.priority
+
+    @property
+    def key(self) -> str | None:
+        return self._record.key
+
+    @property
+    def run_at(self) -> float:
+        return self._record.run_at
+
+    @property
+    def created_at(self) -> float:
+        return self._record.created_at
+
+    @property
+    def started_at(self) -> float | None:
+        return self._record.started_at
+
+    @property
+    def finished_at(self) -> float | None:
+        return self._record.finished_at
+
+    @property
+    def worker_id(self) -> str | None:
+        return self._record.worker_id
+
+    @property
+    def payload(self) -> Any:
+        return decode(self._record.payload)
+
+    @property
+    def meta(self) -> Any:
+        return decode(self._record.meta)
+
+    @property
+    def result(self) -> Any:
+        """The task's return value (decoded JSON), or None before it succeeded."""
+        return decode(self._record.result)
+
+    @property
+    def progress(self) -> dict[str, Any] | None:
+        """The last progress the task wrote: ``{"fraction": float, "message": str, ...}``."""
+        value = decode(self._record.progress)
+        return value if isinstance(value, dict) else None
+
+    @property
+    def errors(self) -> list[AttemptError]:
+        """One entry per failed or lost attempt, oldest first (kept across retries)."""
+        try:
+            raw = json.loads(self._record.errors or "[]")
+        except ValueError:
+            return []
+        return [AttemptError.from_dict(e) for e in raw if isinstance(e, dict)]
+
+    @property
+    def last_error(self) -> AttemptError | None:
+        errors = self.errors
+        return errors[-1] if errors else None
+
+    def refresh(self) -> Job:
+        """Re-read the row. Returns self.
+
+        Raises:
+            JobNotFound: the job was pruned or deleted.
+        """
+        record = self._store.get(self.id)
+        if record is None:
+            raise JobNotFound(f"job {self.id} no longer exists")
+        self._record = record
+        return self
+
+    def wait(self, timeout: float | None = None, poll: float = 0.05) -> Any:
+        """Block until the job is terminal and return its result.
+
+        Args:
+            timeout: seconds to wait at most; None waits forever.
+            poll: first polling interval in seconds (it grows to 0.5 s).
+
+        Returns:
+            The task's return value (decoded JSON).
+
+        Raises:
+            JobFailed: the job ended failed, cancelled or expired (``.error`` is the last
+                recorded error).
+            TimeoutError: still not terminal after ``timeout`` seconds.
+            JobNotFound: the job disappeared.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interval = poll
+        while True:
+            self.refresh()
+            if self.state in TERMINAL_STATES:
+                if self.state == JobState.SUCCEEDED:
+                    return self.result
+                raise JobFailed(self, self.last_error)
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"job {self.id} still {self.state} after {timeout} s")
+                interval = min(interval, left)
+            time.sleep(interval)
+            interval = min(interval * 1.5, 0.5)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view of the job (used by the CLI's ``--json``)."""
+        return {
+            "id": self.id,
+            "queue": self.queue,
+            "task": self.task,
+            "state": str(self.state),
+            "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "priority": self.priority,
+            "key": self.key,
+            "run_at": self.run_at,
+            "created_at": self.created_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "worker_id": self.worker_id,
+            "payload": self.payload,
+            "meta": self.meta,
+            "result": self.result,
+            "progress": self.progress,
+            "errors": [e.to_dict() for e in self.errors],
+        }

@@ -1,0 +1,1 @@
+"""Event logs and the status snapshot."""

@@ -1,0 +1,76 @@
+"""Structured event logs: one JSON object per line with a leading ``event`` field (DESIGN §7).
+
+Events go to the ``durq.events`` logger at INFO (failures at WARNING/ERROR), so the host
+application decides where they land. :func:`configure_json_logging` sends them to a stream
+as JSON lines, which is what ``durq worker`` does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any, TextIO
+
+logger = logging.getLogger("durq.events")
+
+JOB_ENQUEUED = "job_enqueued"
+JOB_STARTED = "job_started"
+JOB_SUCCEEDED = "job_succeeded"
+JOB_RETRY_SCHEDULED = "job_retry_scheduled"
+JOB_FAILED = "job_failed"
+JOB_RELEASED = "job_released"
+JOB_UNDECODABLE = "job_undecodable"
+STALE_OUTCOME = "stale_outcome"
+LEASE_LOST = "lease_lost"
+LEASES_RECOVERED = "leases_recovered"
+WORKER_STARTED = "worker_started"
+WORKER_STOPPING = "worker_stopping"
+WORKER_STOPPED = "worker_stopped"
+WORKER_CRASHED = "worker_crashed"
+STORE_BUSY = "store_busy"
+
+
+def enabled(level: int = logging.INFO) -> bool:
+    """Cheap check for hot paths: is anybody listening at this level?"""
+    return logger.isEnabledFor(level)
+
+
+def emit(event: str, level: int = logging.INFO, **fields: Any) -> None:
+    """Log one event. ``fields`` must be JSON-serialisable (others are shown with repr)."""
+    if logger.isEnabledFor(level):
+        logger.log(level, event, extra={"durq_event": event, "durq_fields": fields})
+
+
+class JsonLinesFormatter(logging.Formatter):
+    """Formats durq events (and any other record) as one JSON object per line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        event = getattr(record, "durq_event", None)
+        body: dict[str, Any] = {"event": event or "log"}
+        body["ts"] = round(record.created, 6)
+        body["level"] = record.levelname.lower()
+        fields = getattr(record, "durq_fields", None)
+        if fields:
+            body.update(fields)
+        elif event is None:
+            body["logger"] = record.name
+            body["message"] = record.getMessage()
+        if record.exc_info:
+            body["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(body, default=repr, ensure_ascii=False)
+
+
+def configure_json_logging(stream: TextIO | None = None, level: int = logging.INFO) -> None:
+    """Send durq's logs to ``stream`` (default stderr) as JSON lines. Idempotent."""
+    root = logging.getLogger("durq")
+    for handler in list(root.handlers):
+        if getattr(handler, "_durq_json", False):
+            root.removeHandler(handler)
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonLinesFormatter())
+    handler._durq_json = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(level)
+    root.propagate = False
+

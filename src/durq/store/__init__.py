@@ -1,0 +1,32 @@
+"""Choosing a store backend by URL."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from durq.errors import ConfigError
+from durq.store.base import NewJob, StatusData, Store, WorkerInfo
+
+__all__ = ["NewJob", "StatusData", "Store", "WorkerInfo", "open_store"]
+
+
+def open_store(url: str, *, clock: Callable[[], float] = time.time) -> Store:
+    """Open the store a URL names and bring its schema up to date.
+
+    Args:
+        url: ``sqlite:///path.db``, a bare file path, or ``postgresql://...``.
+        clock: seconds since the epoch (tests inject one to move time).
+
+    Raises:
+        ConfigError: an unknown scheme or malformed URL.
+        StoreError: the database cannot be opened.
+        SchemaTooNew: the database was migrated by a newer durq.
+    """
+    if url.startswith(("postgres://", "postgresql://")):
+        raise ConfigError("the PostgreSQL backend is not available in this version of durq")
+    if "://" in url and not url.startswith("sqlite:"):
+        raise ConfigError(f"unknown database URL scheme in {url!r}; use sqlite:///path.db")
+    from durq.store.sqlite.store import SqliteStore
+
+    return SqliteStore(url, clock=clock)

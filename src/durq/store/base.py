@@ -1,0 +1,122 @@
+"""The store protocol: the transitions of DESIGN §2 that every backend implements.
+
+Nothing above the store knows SQL. Every transition that touches a running job is
+conditional on its lease token, so a worker whose lease was taken over cannot change
+the row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from durq.model import Claimed, JobRecord, Outcome, ReapSummary
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job to insert. ``payload`` and ``meta`` are already JSON-encoded."""
+
+    queue: str
+    task: str
+    payload: str
+    priority: int
+    run_at: float
+    max_attempts: int
+    key: str | None = None
+    meta: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A worker as registered in the store (for status: live workers, stranded jobs)."""
+
+    id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    tasks: tuple[str, ...]
+    started_at: float
+    last_seen: float
+    lease: float
+
+
+@dataclass(slots=True)
+class StatusData:
+    """Raw figures for the status snapshot, read in one transaction."""
+
+    now: float
+    # (queue, state, later, retried) -> count; `later` is 1 for queued rows whose run_at is ahead.
+    counts: dict[tuple[str, str, int, int], int] = field(default_factory=dict)
+    oldest_ready: dict[str, float] = field(default_factory=dict)
+    queued_tasks: list[tuple[str, str, int]] = field(default_factory=list)
+    paused: dict[str, dict[str, Any]] = field(default_factory=dict)
+    workers: list[WorkerInfo] = field(default_factory=list)
+    last_reap: dict[str, Any] | None = None
+
+
+class Store(Protocol):
+    """What a backend provides. Times are seconds since the epoch from :meth:`now`."""
+
+    url: str
+    #: True when the backend pushes wake-ups (LISTEN/NOTIFY); False means poll :meth:`changed`.
+    supports_notify: bool
+
+    def now(self) -> float: ...
+
+    def close(self) -> None: ...
+
+    def migrate(self) -> int: ...
+
+    def enqueue(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
+        """Insert jobs in one transaction; returns (id, created) per job, in order."""
+        ...
+
+    def claim(
+        self, queue: str, tasks: Sequence[str], limit: int, lease: float, worker_id: str
+    ) -> list[Claimed]: ...
+
+    def finish(self, outcomes: Sequence[Outcome]) -> list[bool]:
+        """Record outcomes in one transaction; True per outcome whose token still held."""
+        ...
+
+    def extend_leases(self, leases: Sequence[tuple[int, int]], lease: float) -> list[int]:
+        """Extend (job_id, token) leases; returns the ids whose lease was lost."""
+        ...
+
+    def set_progress(self, job_id: int, token: int, progress: str) -> bool: ...
+
+    def release(
+        self, job_id: int, token: int, free_requeues: int, error: str
+    ) -> tuple[str, int] | None: ...
+
+    def reap(self) -> ReapSummary: ...
+
+    def get(self, job_id: int) -> JobRecord | None: ...
+
+    def get_by_key(self, queue: str, key: str) -> JobRecord | None: ...
+
+    def list_jobs(
+        self, *, state: str | None, queue: str | None, task: str | None, limit: int
+    ) -> list[JobRecord]: ...
+
+    def retry(self, job_id: int) -> bool: ...
+
+    def cancel(self, job_id: int) -> bool: ...
+
+    def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool: ...
+
+    def next_run_at(self, queues: Sequence[str]) -> float | None: ...
+
+    def register_worker(self, info: WorkerInfo) -> None: ...
+
+    def touch_worker(self, worker_id: str) -> None: ...
+
+    def unregister_worker(self, worker_id: str) -> None: ...
+
+    def status_data(self) -> StatusData: ...
+
+    def changed(self) -> bool:
+        """True when another connection committed since the last call (cheap; for polling)."""
+        ...

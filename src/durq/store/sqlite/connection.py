@@ -1,0 +1,250 @@
+"""Opening SQLite connections for durq: URL parsing, pragmas, busy handling, migrations."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.resources
+import os
+import random
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from durq.errors import ConfigError, SchemaTooNew, StoreBusy, StoreError
+
+MIN_SQLITE = (3, 35, 0)  # RETURNING
+SYNCHRONOUS_MODES = ("full", "normal", "extra")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class SqliteOptions:
+    """What a ``sqlite:///`` URL says.
+
+    Attributes:
+        path: the database file (``:memory:`` is refused: workers run in other processes).
+        synchronous: ``full`` (default: a committed job survives power loss), ``normal``
+            (faster; the last commits may be lost on power loss, never on a process crash)
+            or ``extra``.
+        busy_timeout: seconds SQLite itself waits for another writer before reporting busy.
+        lock_timeout: seconds durq keeps retrying a busy write before raising StoreBusy.
+    """
+
+    path: str
+    synchronous: str = "full"
+    busy_timeout: float = 5.0
+    lock_timeout: float = 30.0
+
+
+def parse_url(url: str) -> SqliteOptions:
+    """Parse ``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or a bare path.
+
+    Query options: ``synchronous`` (full|normal|extra), ``busy_timeout`` and
+    ``lock_timeout`` (seconds).
+
+    Raises:
+        ConfigError: an unknown option or value, or an empty path.
+    """
+    if url.startswith("sqlite:"):
+        parts = urlsplit(url)
+        path = unquote(parts.path)
+        if url.startswith("sqlite:///"):
+            path = path[1:] if path.startswith("/") else path
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    else:
+        path, query = url, {}
+    if not path:
+        raise ConfigError(f"no database path in {url!r}")
+    if path == ":memory:":
+        raise ConfigError("':memory:' cannot be shared with worker processes; use a file path")
+    unknown = set(query) - {"synchronous", "busy_timeout", "lock_timeout"}
+    if unknown:
+        raise ConfigError(f"unknown SQLite option(s) {sorted(unknown)} in {url!r}")
+    sync = query.get("synchronous", "full").lower()
+    if sync not in SYNCHRONOUS_MODES:
+        raise ConfigError(f"synchronous must be one of {SYNCHRONOUS_MODES}, not {sync!r}")
+    try:
+        busy = float(query.get("busy_timeout", 5.0))
+        lock = float(query.get("lock_timeout", 30.0))
+    except ValueError as exc:
+        raise ConfigError(f"bad timeout in {url!r}: {exc}") from None
+    return SqliteOptions(path=path, synchronous=sync, busy_timeout=busy, lock_timeout=lock)
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """True for SQLITE_BUSY / SQLITE_LOCKED ('database is locked')."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def translate(exc: sqlite3.Error, path: str) -> StoreError:
+    """Turn a sqlite3 error into durq's error tree with a message naming the file."""
+    text = str(exc)
+    low = text.lower()
+    if "file is not a database" in low or "malformed" in low:
+        return StoreError(f"{path} is not a SQLite database (or is corrupt): {text}")
+    if "disk is full" in low or "disk i/o error" in low:
+        return StoreError(f"cannot write {path}: {text}; free some space and try again")
+    if "readonly" in low or "read-only" in low:
+        return StoreError(f"cannot write {path}: {text}")
+    if "unable to open" in low:
+        return StoreError(f"cannot open {path}: {text}")
+    if is_busy(exc):
+        return StoreBusy(f"{path} stayed locked by another process: {text}")
+    return StoreError(f"{path}: {text}")
+
+
+def connect(opts: SqliteOptions) -> sqlite3.Connection:
+    """Open one connection with durq's pragmas (WAL, synchronous, busy_timeout).
+
+    Raises:
+        StoreError: the file cannot be opened, or is not a SQLite database.
+    """
+    if sqlite3.sqlite_version_info < MIN_SQLITE:
+        raise StoreError(
+            f"durq needs SQLite >= {'.'.join(map(str, MIN_SQLITE))}, found {sqlite3.sqlite_version}"
+        )
+    parent = Path(opts.path).parent
+    if not parent.exists():
+        raise StoreError(f"cannot open {opts.path}: directory {parent} does not exist")
+    try:
+        conn = sqlite3.connect(
+            opts.path, timeout=opts.busy_timeout, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise translate(exc, opts.path) from exc
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(opts.busy_timeout * 1000)}")
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        if mode != "wal":
+            retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL"), opts)
+        conn.execute(f"PRAGMA synchronous = {opts.synchronous.upper()}")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise translate(exc, opts.path) from exc
+    return conn
+
+
+def retry_busy(fn: Callable[[], T], opts: SqliteOptions) -> T:
+    """Call ``fn()`` and retry it with jittered backoff while SQLite reports busy.
+
+    Raises:
+        StoreBusy: still busy after ``opts.lock_timeout`` seconds.
+    """
+    deadline = time.monotonic() + opts.lock_timeout
+    pause = 0.005
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(pause * (0.5 + random.random()))
+            pause = min(pause * 2, 0.25)
+
+
+@contextlib.contextmanager
+def write_transaction(conn: sqlite3.Connection, opts: SqliteOptions) -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``, waiting out other writers up to ``lock_timeout``.
+
+    Raises:
+        StoreBusy: the write lock could not be had in ``opts.lock_timeout`` seconds.
+        StoreError: any other SQLite failure (disk full, read-only file, ...); the
+            transaction was rolled back and nothing was written.
+    """
+    try:
+        retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"), opts)
+    except sqlite3.Error as exc:
+        raise translate(exc, opts.path) from exc
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):
+            raise translate(exc, opts.path) from exc
+        raise
+
+
+def migration_files() -> list[tuple[int, str, str]]:
+    """The numbered migrations shipped with durq: (version, name, sql), in order."""
+    folder = importlib.resources.files("durq.store.sqlite") / "migrations"
+    found = []
+    for entry in folder.iterdir():
+        name = entry.name
+        if name.endswith(".sql") and name[:4].isdigit():
+            found.append((int(name[:4]), name, entry.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+def split_statements(sql: str) -> list[str]:
+    """Split a migration file into complete statements (sqlite3.complete_statement)."""
+    statements, buf = [], ""
+    for line in sql.splitlines(keepends=True):
+        if not buf and line.strip().startswith("--"):
+            continue
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                statements.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        statements.append(buf.strip())
+    return statements
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(conn: sqlite3.Connection, opts: SqliteOptions) -> int:
+    """Bring the schema to the newest version this durq knows; returns that version.
+
+    Each pending migration runs once, all in one ``BEGIN IMMEDIATE`` transaction, after a
+    backup copy of an existing database is written next to it
+    (``<file>.v<old>-<unix time>.bak``). The version lives in ``PRAGMA user_version``.
+
+    Raises:
+        SchemaTooNew: the file's schema is newer than this durq; nothing is touched.
+        StoreError: the file is not a database, or a migration failed (rolled back).
+    """
+    files = migration_files()
+    latest = files[-1][0] if files else 0
+    try:
+        current = schema_version(conn)
+    except sqlite3.Error as exc:
+        raise translate(exc, opts.path) from exc
+    if current > latest:
+        raise SchemaTooNew(
+            f"{opts.path} has durq schema v{current}, but this durq knows up to v{latest}; "
+            "upgrade durq (refusing to touch the database)"
+        )
+    if current == latest:
+        return current
+    if current > 0 and os.path.exists(opts.path):
+        backup = f"{opts.path}.v{current}-{int(time.time())}.bak"
+        dest = sqlite3.connect(backup)
+        try:
+            conn.backup(dest)
+        finally:
+            dest.close()
+    with write_transaction(conn, opts):
+        current = schema_version(conn)  # another process may have migrated meanwhile
+        if current > latest:
+            raise SchemaTooNew(f"{opts.path} has durq schema v{current} > v{latest}")
+        for version, _name, sql in files:
+            if version <= current:
+                continue
+            for statement in split_statements(sql):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version}")
+    return latest

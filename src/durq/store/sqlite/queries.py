@@ -1,0 +1,196 @@
+"""Every SQL statement the SQLite store runs, one named constant each.
+
+Parameters are named (``:name``). Times are REAL seconds since the epoch, passed in by
+the store from its clock so that tests can move time.
+"""
+
+from __future__ import annotations
+
+JOB_COLUMNS = (
+    "id, queue, task, payload, priority, run_at, attempts, max_attempts, state, lease_token, "
+    "lease_expires_at, worker_id, key, created_at, started_at, finished_at, result, progress, "
+    "errors, meta, shutdown_requeues"
+)
+
+INSERT_JOB = """
+INSERT INTO jobs (id, queue, task, payload, priority, run_at, max_attempts, state, key,
+                  created_at, meta)
+VALUES (:id, :queue, :task, :payload, :priority, :run_at, :max_attempts, 'queued', :key,
+        :created_at, :meta)
+"""
+
+INSERT_JOB_KEYED = """
+INSERT INTO jobs (queue, task, payload, priority, run_at, max_attempts, state, key,
+                  created_at, meta)
+VALUES (:queue, :task, :payload, :priority, :run_at, :max_attempts, 'queued', :key,
+        :created_at, :meta)
+ON CONFLICT (queue, key) WHERE key IS NOT NULL DO NOTHING
+RETURNING id
+"""
+
+LAST_JOB_ID = "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0)"
+
+SELECT_JOB = f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = :id"
+
+SELECT_JOB_BY_KEY = f"SELECT {JOB_COLUMNS} FROM jobs WHERE queue = :queue AND key = :key"
+
+# One statement: pick up to :limit ready rows of one queue that this worker can run (its task
+# names, queue not paused), in priority / run_at / id order, and lease them. random() is
+# evaluated per row, so every claimed row gets its own fresh 63-bit fencing token.
+CLAIM = """
+UPDATE jobs
+SET state = 'running',
+    attempts = attempts + 1,
+    lease_token = (random() & 9223372036854775807),
+    lease_expires_at = :expires,
+    worker_id = :worker_id,
+    started_at = :now
+WHERE id IN (
+        SELECT id FROM jobs
+        WHERE state = 'queued' AND queue = :queue AND run_at <= :now
+          AND task IN (SELECT value FROM json_each(:tasks))
+        ORDER BY priority, run_at, id
+        LIMIT :limit)
+  AND NOT EXISTS (SELECT 1 FROM queues WHERE name = :queue AND paused = 1)
+RETURNING id, queue, task, payload, attempts, max_attempts, lease_token, shutdown_requeues,
+          priority, run_at
+"""
+
+FINISH_SUCCEEDED = """
+UPDATE jobs
+SET state = 'succeeded', result = :result, finished_at = :now,
+    lease_token = NULL, lease_expires_at = NULL
+WHERE id = :id AND lease_token = :token AND state = 'running'
+"""
+
+FINISH_RETRY = """
+UPDATE jobs
+SET state = 'queued', run_at = :run_at, errors = json_insert(errors, '$[#]', json(:error)),
+    lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+WHERE id = :id AND lease_token = :token AND state = 'running'
+"""
+
+FINISH_FAILED = """
+UPDATE jobs
+SET state = 'failed', finished_at = :now, errors = json_insert(errors, '$[#]', json(:error)),
+    lease_token = NULL, lease_expires_at = NULL
+WHERE id = :id AND lease_token = :token AND state = 'running'
+"""
+
+EXTEND_LEASE = """
+UPDATE jobs SET lease_expires_at = :expires
+WHERE id = :id AND lease_token = :token AND state = 'running'
+"""
+
+SET_PROGRESS = """
+UPDATE jobs SET progress = :progress
+WHERE id = :id AND lease_token = :token AND state = 'running'
+"""
+
+# Shutdown: give a running job back. The first :free requeues of a job hand its attempt back;
+# later ones keep it (and fail the job when none are left), so restarts cannot loop a job forever.
+RELEASE = """
+UPDATE jobs
+SET state = CASE WHEN shutdown_requeues >= :free AND attempts >= max_attempts
+                 THEN 'failed' ELSE 'queued' END,
+    finished_at = CASE WHEN shutdown_requeues >= :free AND attempts >= max_attempts
+                       THEN :now ELSE NULL END,
+    attempts = CASE WHEN shutdown_requeues >= :free THEN attempts ELSE attempts - 1 END,
+    errors = CASE WHEN shutdown_requeues >= :free
+                  THEN json_insert(errors, '$[#]', json(:error)) ELSE errors END,
+    shutdown_requeues = shutdown_requeues + 1,
+    run_at = :now, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+WHERE id = :id AND lease_token = :token AND state = 'running'
+RETURNING state, attempts
+"""
+
+# Reaper: leases past expiry go back to the queue (their attempt stays counted), or fail
+# when no attempts are left. The lost delivery is written into the error history.
+REAP = """
+UPDATE jobs
+SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
+    finished_at = CASE WHEN attempts >= max_attempts THEN :now ELSE NULL END,
+    errors = json_insert(errors, '$[#]', json_object(
+        'attempt', attempts, 'at', :now, 'type', 'LeaseExpired',
+        'message', 'lease expired: worker ' || coalesce(worker_id, '?') || ' stopped heartbeating',
+        'traceback', '', 'kind', 'lease_lost')),
+    run_at = :now, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+WHERE state = 'running' AND lease_expires_at < :now
+RETURNING id, state
+"""
+
+RETRY = """
+UPDATE jobs
+SET state = 'queued', attempts = 0, shutdown_requeues = 0, run_at = :now, finished_at = NULL,
+    result = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+WHERE id = :id AND state IN ('failed', 'cancelled', 'expired')
+"""
+
+CANCEL = """
+UPDATE jobs
+SET state = 'cancelled', finished_at = :now, lease_token = NULL, lease_expires_at = NULL
+WHERE id = :id AND state IN ('queued', 'running')
+"""
+
+LIST_JOBS = f"""
+SELECT {JOB_COLUMNS} FROM jobs
+WHERE (:state IS NULL OR state = :state)
+  AND (:ready IS NULL OR (CASE WHEN run_at > :now THEN 0 ELSE 1 END) = :ready)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:task IS NULL OR task = :task)
+ORDER BY id DESC
+LIMIT :limit
+"""
+
+COUNT_BY_STATE = """
+SELECT queue, state, (CASE WHEN state = 'queued' AND run_at > :now THEN 1 ELSE 0 END) AS later,
+       (CASE WHEN attempts > 0 THEN 1 ELSE 0 END) AS retried, count(*)
+FROM jobs
+GROUP BY queue, state, later, retried
+"""
+
+OLDEST_READY = """
+SELECT queue, min(run_at) FROM jobs WHERE state = 'queued' AND run_at <= :now GROUP BY queue
+"""
+
+QUEUED_TASKS = """
+SELECT queue, task, count(*) FROM jobs WHERE state = 'queued' GROUP BY queue, task
+"""
+
+HAS_PENDING = """
+SELECT count(*) FROM jobs
+WHERE state IN ('queued', 'running') AND queue IN (SELECT value FROM json_each(:queues))
+  AND task IN (SELECT value FROM json_each(:tasks))
+"""
+
+NEXT_RUN_AT = """
+SELECT min(run_at) FROM jobs
+WHERE state = 'queued' AND queue IN (SELECT value FROM json_each(:queues))
+"""
+
+SELECT_QUEUES = "SELECT name, paused, reason, source, paused_at FROM queues"
+
+UPSERT_WORKER = """
+INSERT INTO workers (id, host, pid, queues, tasks, started_at, last_seen, lease)
+VALUES (:id, :host, :pid, :queues, :tasks, :now, :now, :lease)
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+    queues = excluded.queues, tasks = excluded.tasks, started_at = excluded.started_at,
+    last_seen = excluded.last_seen, lease = excluded.lease
+"""
+
+TOUCH_WORKER = "UPDATE workers SET last_seen = :now WHERE id = :id"
+
+DELETE_WORKER = "DELETE FROM workers WHERE id = :id"
+
+# Workers not seen for ten leases are forgotten (their jobs were reaped long before).
+DELETE_DEAD_WORKERS = "DELETE FROM workers WHERE last_seen + 10 * lease < :now"
+
+SELECT_WORKERS = (
+    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease FROM workers ORDER BY id"
+)
+
+PUT_META = "INSERT OR REPLACE INTO meta (key, value) VALUES (:key, :value)"
+
+GET_META = "SELECT value FROM meta WHERE key = :key"
+
+DATA_VERSION = "PRAGMA data_version"

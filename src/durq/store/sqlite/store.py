@@ -1,0 +1,348 @@
+"""SqliteStore: the store protocol on one SQLite file (WAL, BEGIN IMMEDIATE writes)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from durq.model import Claimed, JobRecord, Outcome, ReapSummary
+from durq.store.base import NewJob, StatusData, WorkerInfo
+from durq.store.sqlite import queries as q
+from durq.store.sqlite.connection import (
+    SqliteOptions,
+    connect,
+    migrate,
+    parse_url,
+    translate,
+    write_transaction,
+)
+
+
+class SqliteStore:
+    """The durq store on one SQLite file.
+
+    Each thread gets its own connection. Every write runs in ``BEGIN IMMEDIATE`` and waits
+    out other writers up to the URL's ``lock_timeout``.
+
+    Args:
+        url: ``sqlite:///path.db`` (options ``synchronous``, ``busy_timeout``,
+            ``lock_timeout``) or a bare path.
+        clock: seconds since the epoch; injected by tests to move time.
+        auto_migrate: apply pending migrations on open (the default).
+
+    Raises:
+        ConfigError: a malformed URL or option.
+        StoreError: the file cannot be opened or is not a SQLite database.
+        SchemaTooNew: the database was written by a newer durq.
+    """
+
+    supports_notify = False
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        auto_migrate: bool = True,
+    ) -> None:
+        self.url = url
+        self.options: SqliteOptions = parse_url(url)
+        self.path = self.options.path
+        self._clock = clock
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._data_version: int | None = None
+        self._watch_conn: sqlite3.Connection | None = None
+        if auto_migrate:
+            self.migrate()
+        else:
+            self._conn()
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def now(self) -> float:
+        return self._clock()
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.options)
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def _write(self) -> Any:
+        return write_transaction(self._conn(), self.options)
+
+    def _read(self, sql: str, params: dict[str, Any] | None = None) -> list[Any]:
+        try:
+            return self._conn().execute(sql, params or {}).fetchall()
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
+            self._all.clear()
+            if self._watch_conn is not None:
+                self._watch_conn.close()
+                self._watch_conn = None
+        self._local = threading.local()
+
+    def migrate(self) -> int:
+        return migrate(self._conn(), self.options)
+
+    # -- enqueue --------------------------------------------------------------------------
+
+    def enqueue(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
+        conn = self._conn()
+        now = self.now()
+        out: list[tuple[int, bool]] = []
+        with self._write():
+            next_id = conn.execute(q.LAST_JOB_ID).fetchone()[0]
+            plain: list[dict[str, Any]] = []
+            for job in jobs:
+                row = {
+                    "queue": job.queue,
+                    "task": job.task,
+                    "payload": job.payload,
+                    "priority": job.priority,
+                    "run_at": job.run_at,
+                    "max_attempts": job.max_attempts,
+                    "key": job.key,
+                    "created_at": now,
+                    "meta": job.meta,
+                }
+                if job.key is None:
+                    next_id += 1
+                    row["id"] = next_id
+                    plain.append(row)
+                    out.append((next_id, True))
+                    continue
+                # Keyed rows go one by one: a conflict returns the existing job.
+                if plain:
+                    conn.executemany(q.INSERT_JOB, plain)
+                    plain = []
+                hit = conn.execute(q.INSERT_JOB_KEYED, row).fetchone()
+                if hit is not None:
+                    out.append((hit[0], True))
+                    next_id = max(next_id, hit[0])
+                else:
+                    existing = conn.execute(
+                        q.SELECT_JOB_BY_KEY, {"queue": job.queue, "key": job.key}
+                    ).fetchone()
+                    out.append((existing[0], False))
+            if plain:
+                conn.executemany(q.INSERT_JOB, plain)
+        return out
+
+    # -- running jobs ---------------------------------------------------------------------
+
+    def claim(
+        self, queue: str, tasks: Sequence[str], limit: int, lease: float, worker_id: str
+    ) -> list[Claimed]:
+        conn = self._conn()
+        now = self.now()
+        params = {
+            "queue": queue,
+            "tasks": json.dumps(list(tasks)),
+            "limit": limit,
+            "now": now,
+            "expires": now + lease,
+            "worker_id": worker_id,
+        }
+        with self._write():
+            rows = conn.execute(q.CLAIM, params).fetchall()
+        rows.sort(key=lambda r: (r[8], r[9], r[0]))
+        return [Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]) for r in rows]
+
+    def finish(self, outcomes: Sequence[Outcome]) -> list[bool]:
+        conn = self._conn()
+        now = self.now()
+        applied: list[bool] = []
+        with self._write():
+            for o in outcomes:
+                if o.kind == "succeeded":
+                    params: dict[str, Any] = {
+                        "id": o.job_id,
+                        "token": o.lease_token,
+                        "result": o.result,
+                        "now": now,
+                    }
+                    cur = conn.execute(q.FINISH_SUCCEEDED, params)
+                else:
+                    error = json.dumps(o.error.to_dict()) if o.error else "{}"
+                    params = {"id": o.job_id, "token": o.lease_token, "error": error, "now": now}
+                    if o.kind == "retry":
+                        params["run_at"] = o.run_at if o.run_at is not None else now
+                        cur = conn.execute(q.FINISH_RETRY, params)
+                    else:
+                        cur = conn.execute(q.FINISH_FAILED, params)
+                applied.append(cur.rowcount == 1)
+        return applied
+
+    def extend_leases(self, leases: Sequence[tuple[int, int]], lease: float) -> list[int]:
+        if not leases:
+            return []
+        conn = self._conn()
+        expires = self.now() + lease
+        lost: list[int] = []
+        with self._write():
+            for job_id, token in leases:
+                cur = conn.execute(q.EXTEND_LEASE, {"id": job_id, "token": token, "expires": expires})
+                if cur.rowcount != 1:
+                    lost.append(job_id)
+        return lost
+
+    def set_progress(self, job_id: int, token: int, progress: str) -> bool:
+        conn = self._conn()
+        with self._write():
+            cur = conn.execute(q.SET_PROGRESS, {"id": job_id, "token": token, "progress": progress})
+        return cur.rowcount == 1
+
+    def release(
+        self, job_id: int, token: int, free_requeues: int, error: str
+    ) -> tuple[str, int] | None:
+        conn = self._conn()
+        params = {"id": job_id, "token": token, "free": free_requeues, "error": error}
+        params["now"] = self.now()
+        with self._write():
+            row = conn.execute(q.RELEASE, params).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def reap(self) -> ReapSummary:
+        conn = self._conn()
+        now = self.now()
+        with self._write():
+            rows = conn.execute(q.REAP, {"now": now}).fetchall()
+            summary = ReapSummary(
+                at=now,
+                recovered=sum(1 for r in rows if r[1] == "queued"),
+                failed=sum(1 for r in rows if r[1] == "failed"),
+                job_ids=tuple(sorted(r[0] for r in rows)),
+            )
+            value = {"at": now, "recovered": summary.recovered, "failed": summary.failed}
+            conn.execute(q.PUT_META, {"key": "last_reap", "value": json.dumps(value)})
+        return summary
+
+    # -- reading and admin ----------------------------------------------------------------
+
+    def get(self, job_id: int) -> JobRecord | None:
+        rows = self._read(q.SELECT_JOB, {"id": job_id})
+        return JobRecord(*rows[0]) if rows else None
+
+    def get_by_key(self, queue: str, key: str) -> JobRecord | None:
+        rows = self._read(q.SELECT_JOB_BY_KEY, {"queue": queue, "key": key})
+        return JobRecord(*rows[0]) if rows else None
+
+    def list_jobs(
+        self, *, state: str | None, queue: str | None, task: str | None, limit: int
+    ) -> list[JobRecord]:
+        ready: int | None = None
+        if state == "scheduled":
+            state, ready = "queued", 0
+        elif state == "queued":
+            ready = 1
+        params = {
+            "state": state,
+            "ready": ready,
+            "now": self.now(),
+            "queue": queue,
+            "task": task,
+            "limit": limit,
+        }
+        return [JobRecord(*r) for r in self._read(q.LIST_JOBS, params)]
+
+    def retry(self, job_id: int) -> bool:
+        conn = self._conn()
+        with self._write():
+            cur = conn.execute(q.RETRY, {"id": job_id, "now": self.now()})
+        return cur.rowcount == 1
+
+    def cancel(self, job_id: int) -> bool:
+        conn = self._conn()
+        with self._write():
+            cur = conn.execute(q.CANCEL, {"id": job_id, "now": self.now()})
+        return cur.rowcount == 1
+
+    def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool:
+        params = {"queues": json.dumps(list(queues)), "tasks": json.dumps(list(tasks))}
+        return bool(self._read(q.HAS_PENDING, params)[0][0])
+
+    def next_run_at(self, queues: Sequence[str]) -> float | None:
+        value = self._read(q.NEXT_RUN_AT, {"queues": json.dumps(list(queues))})[0][0]
+        return float(value) if value is not None else None
+
+    def register_worker(self, info: WorkerInfo) -> None:
+        conn = self._conn()
+        params = {
+            "id": info.id,
+            "host": info.host,
+            "pid": info.pid,
+            "queues": json.dumps(list(info.queues)),
+            "tasks": json.dumps(list(info.tasks)),
+            "now": self.now(),
+            "lease": info.lease,
+        }
+        with self._write():
+            conn.execute(q.DELETE_DEAD_WORKERS, {"now": params["now"]})
+            conn.execute(q.UPSERT_WORKER, params)
+
+    def touch_worker(self, worker_id: str) -> None:
+        conn = self._conn()
+        with self._write():
+            conn.execute(q.TOUCH_WORKER, {"id": worker_id, "now": self.now()})
+
+    def unregister_worker(self, worker_id: str) -> None:
+        conn = self._conn()
+        with self._write():
+            conn.execute(q.DELETE_WORKER, {"id": worker_id})
+
+    def status_data(self) -> StatusData:
+        conn = self._conn()
+        now = self.now()
+        data = StatusData(now=now)
+        try:
+            conn.execute("BEGIN")  # one consistent read snapshot
+            try:
+                for queue, state, later, retried, n in conn.execute(q.COUNT_BY_STATE, {"now": now}):
+                    data.counts[(queue, state, later, retried)] = n
+                data.oldest_ready = dict(conn.execute(q.OLDEST_READY, {"now": now}).fetchall())
+                data.queued_tasks = [tuple(r) for r in conn.execute(q.QUEUED_TASKS)]
+                for name, paused, reason, source, at in conn.execute(q.SELECT_QUEUES):
+                    if paused:
+                        data.paused[name] = {"reason": reason, "source": source, "at": at}
+                for r in conn.execute(q.SELECT_WORKERS):
+                    data.workers.append(
+                        WorkerInfo(
+                            r[0], r[1], r[2], tuple(json.loads(r[3])), tuple(json.loads(r[4])),
+                            r[5], r[6], r[7],
+                        )
+                    )
+                row = conn.execute(q.GET_META, {"key": "last_reap"}).fetchone()
+                data.last_reap = json.loads(row[0]) if row else None
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        return data
+
+    def changed(self) -> bool:
+        if self._watch_conn is None:
+            self._watch_conn = connect(self.options)
+        try:
+            version = int(self._watch_conn.execute(q.DATA_VERSION).fetchone()[0])
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        seen, self._data_version = self._data_version, version
+        return seen is None or seen != version

@@ -1,0 +1,145 @@
+"""Task: a registered function plus its defaults, and the ways to enqueue it."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from durq.classify import Classifier, Rule
+from durq.retry import Backoff
+
+if TYPE_CHECKING:
+    from durq.app import Durq
+    from durq.job import Job
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueOptions:
+    """Per-enqueue options; ``None`` means "the task's default"."""
+
+    queue: str | None = None
+    delay: float | None = None
+    run_at: float | datetime | None = None
+    priority: int | None = None
+    key: str | None = None
+    max_attempts: int | None = None
+    meta: Mapping[str, Any] | None = None
+
+
+class Task(Generic[P, R]):
+    """A function registered with :meth:`durq.Durq.task`.
+
+    Calling the task object calls the function directly (handy in tests); ``enqueue``
+    stores a job that a worker will run.
+
+    Attributes:
+        name: the name jobs are routed by.
+        fn: the wrapped function (``def`` or ``async def``).
+        queue, max_attempts, priority: defaults for its jobs.
+        backoff: the :class:`durq.retry.Backoff` policy between attempts.
+        timeout: seconds an attempt may run, or None.
+        rules: classifiers tried before the app's and the built-in ones.
+    """
+
+    def __init__(
+        self,
+        app: Durq,
+        fn: Callable[P, R],
+        *,
+        name: str,
+        queue: str,
+        max_attempts: int,
+        backoff: Backoff,
+        timeout: float | None,
+        priority: int,
+        rules: Sequence[Rule | Classifier],
+    ) -> None:
+        self.app = app
+        self.fn = fn
+        self.name = name
+        self.queue = queue
+        self.max_attempts = max_attempts
+        self.backoff = backoff
+        self.timeout = timeout
+        self.priority = priority
+        self.rules = tuple(rules)
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", name)
+
+    def __repr__(self) -> str:
+        return f"<durq.Task {self.name} queue={self.queue}>"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def options(
+        self,
+        *,
+        queue: str | None = None,
+        delay: float | None = None,
+        run_at: float | datetime | None = None,
+        priority: int | None = None,
+        key: str | None = None,
+        max_attempts: int | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> BoundTask:
+        """Options for the next enqueue; see :meth:`durq.Durq.enqueue` for each one."""
+        opts = EnqueueOptions(queue, delay, run_at, priority, key, max_attempts, meta)
+        return BoundTask(self, opts)
+
+    def enqueue(self, **kwargs: Any) -> Job:
+        """Store a job that runs this task with ``kwargs``; returns when it is committed.
+
+        Raises:
+            PayloadError: ``kwargs`` is not JSON-serialisable (a ``TypeError``).
+            PayloadTooLarge: the payload is over the app's limit.
+            StoreBusy: the database stayed locked past the lock timeout.
+        """
+        return BoundTask(self, EnqueueOptions()).enqueue(**kwargs)
+
+    def enqueue_many(self, items: Sequence[Mapping[str, Any]], *, keys: Sequence[str | None] | None = None) -> list[Job]:
+        """Store one job per item in one transaction (all or none).
+
+        Args:
+            items: one dict of keyword arguments per job.
+            keys: optional idempotency keys, one per item (None for no key).
+
+        Raises:
+            PayloadError, PayloadTooLarge: one item is bad; nothing is written.
+            ConfigError: ``keys`` has a different length from ``items``.
+        """
+        return BoundTask(self, EnqueueOptions()).enqueue_many(items, keys=keys)
+
+    async def enqueue_async(self, **kwargs: Any) -> Job:
+        """:meth:`enqueue` for asyncio callers; the store call runs in a thread."""
+        return await asyncio.to_thread(self.enqueue, **kwargs)
+
+
+class BoundTask:
+    """A task with options fixed for the next enqueue (from :meth:`Task.options`)."""
+
+    def __init__(self, task: Task[Any, Any], opts: EnqueueOptions) -> None:
+        self.task = task
+        self.opts = opts
+
+    def options(self, **changes: Any) -> BoundTask:
+        return BoundTask(self.task, replace(self.opts, **changes))
+
+    def enqueue(self, **kwargs: Any) -> Job:
+        return self.task.app.enqueue_with(self.task.name, kwargs, self.opts, task=self.task)
+
+    def enqueue_many(
+        self, items: Sequence[Mapping[str, Any]], *, keys: Sequence[str | None] | None = None
+    ) -> list[Job]:
+        return self.task.app.enqueue_many_with(self.task.name, items, self.opts, keys=keys, task=self.task)
+
+    async def enqueue_async(self, **kwargs: Any) -> Job:
+        return await asyncio.to_thread(self.enqueue, **kwargs)

@@ -1,0 +1,6 @@
+"""The worker: small services (claimer, completer, heartbeat, reaper, timeouts) around
+an executor, supervised by :class:`Worker`."""
+
+from durq.worker.worker import Worker
+
+__all__ = ["Worker"]

@@ -1,0 +1,148 @@
+"""One attempt as named steps: decode → resolve task → run → classify → outcome.
+
+Nothing here writes to the store: each step returns an :class:`durq.model.Outcome` that
+the completer records under the attempt's lease token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from durq.classify import PERMANENT, classify
+from durq.context import JobContext, bind, unbind
+from durq.errors import PayloadError, Permanent
+from durq.failpoints import hit
+from durq.model import AttemptError, Claimed, Outcome
+from durq.payload import UndecodablePayload, decode_payload, encode
+from durq.retry import MAX_RETRY_AFTER, retry_after_of
+
+if TYPE_CHECKING:
+    from durq.app import Durq
+    from durq.task import Task
+
+
+class Executor:
+    """Runs attempts for one app and turns what happened into outcomes.
+
+    Args:
+        app: the :class:`durq.Durq` whose tasks run here.
+        max_retry_after: cap in seconds on a delay asked for by Retry-After.
+    """
+
+    def __init__(self, app: Durq, max_retry_after: float = MAX_RETRY_AFTER) -> None:
+        self.app = app
+        self.clock: Callable[[], float] = app.clock
+        self.max_retry_after = max_retry_after
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def prepare(self, job: Claimed) -> tuple[Task[Any, Any], dict[str, Any]] | Outcome:
+        """Decode the payload and resolve the task; an Outcome means "do not run"."""
+        try:
+            payload = decode_payload(job.payload)
+        except UndecodablePayload as exc:
+            return self.failed(job, "UndecodablePayload", str(exc), "undecodable_payload")
+        task = self.app.tasks.get(job.task)
+        if task is None:  # claims only ask for registered tasks; kept for safety
+            return self.failed(job, "UnknownTask", f"unknown task: {job.task}", "unknown_task")
+        try:
+            inspect.signature(task.fn).bind(**payload)
+        except TypeError as exc:
+            return self.failed(job, "BadPayload", f"payload does not fit {task.name}(): {exc}", "bad_payload")
+        return task, payload
+
+    def run_sync(self, job: Claimed, ctx: JobContext) -> Outcome:
+        prepared = self.prepare(job)
+        if isinstance(prepared, Outcome):
+            return prepared
+        task, payload = prepared
+        token = bind(ctx)
+        try:
+            value = task.fn(**payload)
+        except BaseException as exc:  # noqa: BLE001 - every task error becomes an outcome
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                raise
+            return self.errored(job, task, exc)
+        finally:
+            unbind(token)
+        hit("after_task")
+        return self.succeeded(job, value)
+
+    async def run_async(self, job: Claimed, ctx: JobContext) -> Outcome:
+        prepared = self.prepare(job)
+        if isinstance(prepared, Outcome):
+            return prepared
+        task, payload = prepared
+        token = bind(ctx)
+        try:
+            coro = task.fn(**payload)
+            if task.timeout is not None:
+                value = await asyncio.wait_for(coro, task.timeout)
+            else:
+                value = await coro
+        except TimeoutError as exc:
+            if task.timeout is not None:
+                return self.timed_out(job, task.timeout)
+            return self.errored(job, task, exc)
+        except Exception as exc:  # noqa: BLE001
+            return self.errored(job, task, exc)
+        finally:
+            unbind(token)
+        hit("after_task")
+        return self.succeeded(job, value)
+
+    # -- outcomes -------------------------------------------------------------------------
+
+    def succeeded(self, job: Claimed, value: Any) -> Outcome:
+        try:
+            result = encode(value, what="result", limit=self.app.payload_limit)
+        except PayloadError as exc:
+            return self.failed(job, type(exc).__name__, str(exc), "unserialisable_result")
+        return Outcome(job.id, job.lease_token, "succeeded", result=result)
+
+    def failed(self, job: Claimed, type_name: str, message: str, kind: str, tb: str = "") -> Outcome:
+        error = AttemptError(job.attempt, self.clock(), type_name, message, tb, kind)
+        return Outcome(job.id, job.lease_token, "failed", error=error)
+
+    def timed_out(self, job: Claimed, timeout: float) -> Outcome:
+        message = f"attempt ran longer than its timeout of {timeout} s"
+        return self._retry_or_fail(job, None, "Timeout", message, "", "timeout", None)
+
+    def errored(self, job: Claimed, task: Task[Any, Any], exc: BaseException) -> Outcome:
+        """Classify a task's exception: fail now, or schedule a retry with backoff."""
+        default = "transient" if self.app.retry_unclassified else PERMANENT
+        decision = classify(exc, (*task.rules, *self.app.rules), default=default)
+        type_name = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
+        tb = "".join(traceback.format_exception(exc))
+        kind = decision.kind if decision.reason in ("", "unclassified") else f"{decision.kind}:{decision.reason}"
+        if decision.kind == PERMANENT or isinstance(exc, Permanent):
+            return self.failed(job, type_name, str(exc), kind, tb)
+        return self._retry_or_fail(job, task, type_name, str(exc), tb, kind, exc)
+
+    def _retry_or_fail(
+        self,
+        job: Claimed,
+        task: Task[Any, Any] | None,
+        type_name: str,
+        message: str,
+        tb: str,
+        kind: str,
+        exc: BaseException | None,
+    ) -> Outcome:
+        now = self.clock()
+        error = AttemptError(job.attempt, now, type_name, message, tb, kind)
+        if job.attempt >= job.max_attempts:
+            return Outcome(job.id, job.lease_token, "failed", error=error)
+        delay: float | None = None
+        if exc is not None:
+            asked = retry_after_of(exc, now)
+            if asked is not None:
+                delay = min(asked, self.max_retry_after)
+        if delay is None:
+            backoff = task.backoff if task is not None else self.app.get_task(job.task).backoff
+            delay = max(0.0, float(backoff.delay(job.attempt, exc)))
+        return Outcome(job.id, job.lease_token, "retry", error=error, run_at=now + delay)

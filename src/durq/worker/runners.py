@@ -1,0 +1,67 @@
+"""Where attempts run: a pool of daemon threads for ``def`` tasks, one event loop for
+``async def`` tasks.
+
+Threads are daemons so that a shutdown past its grace period is not held up by a task
+that will not return (its job has been given back and fenced by then).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+
+class ThreadRunner:
+    """A fixed pool of daemon threads running submitted callables in FIFO order."""
+
+    def __init__(self, size: int) -> None:
+        self._queue: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._loop, name=f"durq-task-{i}", daemon=True)
+            for i in range(size)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        self._queue.put(fn)
+
+    def _loop(self) -> None:
+        while True:
+            fn = self._queue.get()
+            if fn is None:
+                return
+            fn()
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+
+
+class AsyncRunner:
+    """One asyncio event loop on a daemon thread, started on first use."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        self._ready.set()
+        loop.run_forever()
+
+    def submit(self, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        if self._loop is None:
+            threading.Thread(target=self._run, name="durq-async", daemon=True).start()
+            self._ready.wait()
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(make(), self._loop)
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)

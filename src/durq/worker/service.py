@@ -1,0 +1,56 @@
+"""Service: a background loop of the worker, on its own thread, supervised.
+
+Any exception that escapes a service's ``run`` stops the whole worker with the
+service's name and the traceback logged, and a non-zero exit (never a silent hang).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol
+
+
+class Supervisor(Protocol):
+    def crashed(self, service: str, exc: BaseException) -> None: ...
+
+
+class Service:
+    """Base of the worker's loops. Subclasses implement :meth:`run` and poll :attr:`stopping`."""
+
+    name = "service"
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self.supervisor = supervisor
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True if asked to stop meanwhile."""
+        return self._stop.wait(seconds)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._main, name=f"durq-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float | None = 10.0) -> None:
+        """Ask the loop to stop and wait for it (up to ``timeout`` seconds)."""
+        self._stop.set()
+        self.wake()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def wake(self) -> None:
+        """Interrupt a wait early (subclasses with their own wake-ups override)."""
+
+    def _main(self) -> None:
+        try:
+            self.run()
+        except BaseException as exc:  # noqa: BLE001 - reported to the supervisor
+            self.supervisor.crashed(self.name, exc)
+
+    def run(self) -> None:
+        raise NotImplementedError

@@ -1,0 +1,98 @@
+"""The worker's table of attempts in flight, shared by its services under one lock."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from durq.context import JobContext
+from durq.model import Claimed
+
+
+@dataclass(eq=False)
+class Attempt:
+    """One claimed job on this worker.
+
+    The slot stays taken until both the outcome is settled (committed, fenced out or
+    dropped) and the code running it has returned: a timed-out thread keeps its slot.
+    """
+
+    job: Claimed
+    ctx: JobContext
+    started: float = field(default_factory=time.monotonic)
+    deadline: float | None = None
+    settled: bool = False  # the outcome was handed on or dropped; no more heartbeats
+    returned: bool = False  # the thread / coroutine is done
+    abandoned: bool = False  # given back at shutdown or timed out: drop its late outcome
+
+
+class InFlight:
+    """Attempts in flight, and a condition signalled whenever a slot frees."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.lock = threading.Lock()
+        self.freed = threading.Condition(self.lock)
+        self.attempts: dict[int, Attempt] = {}
+
+    def free_slots(self) -> int:
+        with self.lock:
+            return self.slots - len(self.attempts)
+
+    def add(self, attempt: Attempt) -> None:
+        with self.lock:
+            self.attempts[attempt.job.id] = attempt
+
+    def leases(self) -> list[tuple[int, int]]:
+        """(job id, token) of attempts whose lease must be kept alive."""
+        with self.lock:
+            return [
+                (a.job.id, a.job.lease_token)
+                for a in self.attempts.values()
+                if not a.settled and not a.ctx.lease_lost
+            ]
+
+    def _maybe_free(self, attempt: Attempt) -> None:
+        if attempt.settled and attempt.returned and self.attempts.get(attempt.job.id) is attempt:
+            del self.attempts[attempt.job.id]
+            self.freed.notify_all()
+
+    def settle(self, attempt: Attempt) -> None:
+        with self.lock:
+            attempt.settled = True
+            self._maybe_free(attempt)
+
+    def returned(self, attempt: Attempt) -> bool:
+        """Mark the code as returned; False when its outcome must be dropped (abandoned)."""
+        with self.lock:
+            attempt.returned = True
+            if attempt.abandoned:
+                attempt.settled = True
+                self._maybe_free(attempt)
+                return False
+            return True
+
+    def abandon_unreturned(self) -> list[Attempt]:
+        """At shutdown: take every attempt whose code is still running; their outcomes drop."""
+        with self.lock:
+            taken = [a for a in self.attempts.values() if not a.returned and not a.abandoned]
+            for attempt in taken:
+                attempt.abandoned = True
+            return taken
+
+    def overdue(self, now: float) -> list[Attempt]:
+        """Attempts past their timeout, marked abandoned (their late outcome drops)."""
+        with self.lock:
+            late = [
+                a
+                for a in self.attempts.values()
+                if a.deadline is not None and now >= a.deadline and not a.returned and not a.abandoned
+            ]
+            for attempt in late:
+                attempt.abandoned = True
+            return late
+
+    def __len__(self) -> int:
+        with self.lock:
+            return len(self.attempts)

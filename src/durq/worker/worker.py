@@ -1,0 +1,318 @@
+"""Worker: claims jobs, runs them, records outcomes; shuts down without losing any."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Sequence
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from durq.context import JobContext
+from durq.errors import ConfigError
+from durq.model import AttemptError, Claimed, Outcome
+from durq.observability import events
+from durq.store.base import WorkerInfo
+from durq.worker.executor import Executor
+from durq.worker.runners import AsyncRunner, ThreadRunner
+from durq.worker.services import Claimer, Completer, Heartbeat, Reaper, Timeouts, error_json
+from durq.worker.state import Attempt, InFlight
+
+if TYPE_CHECKING:
+    from durq.app import Durq
+
+log = logging.getLogger("durq.worker")
+
+
+class Worker:
+    """Runs the jobs of one :class:`durq.Durq` app.
+
+    Args:
+        app: the app whose registered tasks this worker runs. It claims only those task
+            names; jobs of other tasks stay queued (shown as stranded in status).
+        queues: queues to serve, in turn; default: every queue a registered task names.
+        concurrency: attempts at once (threads for ``def`` tasks; ``async def`` tasks share
+            the same slots on one event loop).
+        lease: seconds a claim lasts without a heartbeat (default 30).
+        heartbeat_interval: seconds between lease extensions (default lease / 3).
+        grace: seconds running jobs get to finish at shutdown (default 30).
+        free_requeues: shutdowns per job that give its attempt back (default 2); later
+            ones consume it, so restarts cannot loop a job forever.
+        worker_id: a unique id (default ``host:pid:random``).
+        poll_interval: seconds between checks of the database's change counter when
+            idle (default 0.001: a job enqueued by another process starts within ~1 ms).
+        idle_claim_interval: seconds between claims when nothing changed (due jobs).
+        reap_interval: seconds between reaper passes (default 5).
+
+    Raises:
+        ConfigError: a bad option, or no registered tasks.
+    """
+
+    def __init__(
+        self,
+        app: Durq,
+        *,
+        queues: Sequence[str] | None = None,
+        concurrency: int = 10,
+        lease: float = 30.0,
+        heartbeat_interval: float | None = None,
+        grace: float = 30.0,
+        free_requeues: int = 2,
+        worker_id: str | None = None,
+        poll_interval: float = 0.001,
+        idle_claim_interval: float = 0.25,
+        reap_interval: float = 5.0,
+    ) -> None:
+        if not app.tasks:
+            raise ConfigError("the app has no registered tasks; nothing to run")
+        if concurrency < 1:
+            raise ConfigError(f"concurrency must be >= 1, not {concurrency}")
+        if not lease > 0:
+            raise ConfigError(f"lease must be > 0 seconds, not {lease}")
+        if grace < 0 or free_requeues < 0:
+            raise ConfigError("grace and free_requeues must be >= 0")
+        self.app = app
+        self.queues = list(queues or sorted({t.queue for t in app.tasks.values()}))
+        if not self.queues:
+            raise ConfigError("no queues to serve")
+        self.task_names = sorted(app.tasks)
+        self.concurrency = concurrency
+        self.lease = float(lease)
+        self.heartbeat_interval = heartbeat_interval or self.lease / 3
+        self.grace = float(grace)
+        self.free_requeues = free_requeues
+        self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.poll_interval = poll_interval
+        self.idle_claim_interval = idle_claim_interval
+        self.reap_interval = reap_interval
+        self.inflight = InFlight(concurrency)
+        self.executor = Executor(app)
+        self.claimer = Claimer(self)
+        self.completer = Completer(self)
+        self.heartbeat = Heartbeat(self)
+        self.reaper = Reaper(self)
+        self.timeouts = Timeouts(self)
+        self._threads: ThreadRunner | None = None
+        self._async = AsyncRunner()
+        self._stop_requested = threading.Event()
+        self._stop_lock = threading.Lock()
+        self._stopped = False
+        self._started = False
+        self._signals = 0
+        self._in_run = False
+        self.exit_code = 0
+        self.crash_reason: str | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the store, register, reap once, and start the loops (returns at once)."""
+        store = self.app.store
+        store.register_worker(
+            WorkerInfo(
+                self.id, socket.gethostname(), os.getpid(), tuple(self.queues),
+                tuple(self.task_names), store.now(), store.now(), self.lease,
+            )
+        )
+        self.reaper.reap_once()
+        self._threads = ThreadRunner(self.concurrency)
+        for service in (self.completer, self.heartbeat, self.reaper, self.claimer):
+            service.start()
+        if any(t.timeout is not None and not t.is_async for t in self.app.tasks.values()):
+            self.timeouts.start()
+        self._started = True
+        events.emit(
+            events.WORKER_STARTED,
+            worker_id=self.id,
+            queues=self.queues,
+            tasks=self.task_names,
+            concurrency=self.concurrency,
+            lease=self.lease,
+            url=self.app.url,
+        )
+
+    def run(self, *, install_signals: bool = True, stop_when_idle: bool = False) -> int:
+        """Start, serve until a signal, :meth:`request_stop` or a crash, then shut down.
+
+        Args:
+            install_signals: handle SIGTERM/SIGINT (main thread only): the first starts a
+                graceful shutdown, a second exits at once.
+            stop_when_idle: return once no job of this worker's queues and tasks is queued,
+                scheduled or running (for batch scripts and demos).
+
+        Returns:
+            The exit code: 0 after a clean shutdown, 1 after a crash of a loop.
+        """
+        self._in_run = True
+        if install_signals and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
+        self.start()
+        try:
+            while not self._stop_requested.wait(0.1):
+                if stop_when_idle and not len(self.inflight) and not self.app.store.has_pending(
+                    self.queues, self.task_names
+                ):
+                    break
+        except KeyboardInterrupt:
+            pass
+        return self.stop(0.0 if self.crash_reason else None)
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            events.emit(events.WORKER_STOPPING, logging.WARNING, worker_id=self.id, signal=signum, now=True)
+            os._exit(128 + signum)
+        events.emit(events.WORKER_STOPPING, worker_id=self.id, signal=signum, grace=self.grace)
+        self._stop_requested.set()
+
+    def request_stop(self) -> None:
+        """Ask :meth:`run` to shut down gracefully (thread-safe, returns at once)."""
+        self._stop_requested.set()
+
+    def crashed(self, service: str, exc: BaseException) -> None:
+        """Called by a loop that died: log why, and stop the worker with exit code 1."""
+        self.exit_code = 1
+        self.crash_reason = f"{service}: {type(exc).__name__}: {exc}"
+        events.emit(
+            events.WORKER_CRASHED,
+            logging.ERROR,
+            worker_id=self.id,
+            service=service,
+            error=f"{type(exc).__name__}: {exc}",
+            traceback="".join(traceback.format_exception(exc)),
+        )
+        self._stop_requested.set()
+        if not self._in_run:
+            threading.Thread(target=self.stop, args=(0.0,), name="durq-crash-stop", daemon=True).start()
+
+    def stop(self, grace: float | None = None) -> int:
+        """Shut down: stop claiming → let running jobs finish within ``grace`` seconds
+        (heartbeats go on) → record their outcomes → give back what still runs → close.
+
+        Returns:
+            The exit code (0, or 1 after a crash). Idempotent.
+        """
+        with self._stop_lock:
+            if self._stopped:
+                return self.exit_code
+            self._stopped = True
+        self._stop_requested.set()
+        grace = self.grace if grace is None else grace
+        if not self._started:
+            return self.exit_code
+        self.claimer.stop()
+        self.timeouts.stop()
+        deadline = time.monotonic() + grace
+        with self.inflight.lock:
+            while self.inflight.attempts and self.crash_reason is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.inflight.freed.wait(min(left, 0.1))
+        abandoned = self.inflight.abandon_unreturned()
+        self.completer.stop(timeout=60.0)
+        for attempt in abandoned:
+            attempt.ctx.mark_lease_lost()
+            self._release(attempt)
+        self.heartbeat.stop()
+        self.reaper.stop()
+        try:
+            self.app.store.unregister_worker(self.id)
+        except Exception as exc:  # noqa: BLE001 - best effort; the row ages out
+            log.warning("could not unregister worker %s: %s", self.id, exc)
+        if self._threads is not None:
+            self._threads.close()
+        self._async.close()
+        events.emit(events.WORKER_STOPPED, worker_id=self.id, released=len(abandoned), exit_code=self.exit_code)
+        return self.exit_code
+
+    def _release(self, attempt: Attempt) -> None:
+        job = attempt.job
+        message = f"worker {self.id} shut down while the attempt ran"
+        error = error_json("shutdown", message, job.attempt, self.app.store.now())
+        try:
+            result = self.app.store.release(job.id, job.lease_token, self.free_requeues, error)
+        except Exception as exc:  # noqa: BLE001 - the lease will expire and the reaper requeues
+            log.warning("could not release job %s: %s (the reaper will)", job.id, exc)
+            return
+        if result is not None:
+            events.emit(
+                events.JOB_RELEASED, id=job.id, queue=job.queue, task=job.task,
+                attempt=job.attempt, state=result[0], attempts=result[1],
+            )
+        self.inflight.settle(attempt)
+
+    # -- running attempts -----------------------------------------------------------------
+
+    def dispatch(self, job: Claimed) -> None:
+        """Hand a claimed job to the runner (called by the claimer)."""
+        task = self.app.tasks.get(job.task)
+        ctx = JobContext(
+            job.id, job.task, job.queue, job.attempt, job.max_attempts, job.lease_token,
+            self.app.store.set_progress,
+        )
+        deadline = None
+        if task is not None and task.timeout is not None and not task.is_async:
+            deadline = time.monotonic() + task.timeout
+        attempt = Attempt(job, ctx, deadline=deadline)
+        self.inflight.add(attempt)
+        if events.enabled():
+            events.emit(
+                events.JOB_STARTED, id=job.id, queue=job.queue, task=job.task,
+                attempt=job.attempt, max_attempts=job.max_attempts, worker_id=self.id,
+            )
+        if task is not None and task.is_async:
+            self._async.submit(lambda: self._run_async(attempt))
+        else:
+            assert self._threads is not None
+            self._threads.submit(lambda: self._run_sync(attempt))
+
+    def _run_sync(self, attempt: Attempt) -> None:
+        try:
+            outcome = self.executor.run_sync(attempt.job, attempt.ctx)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt in a task
+            outcome = self._internal_failure(attempt, exc)
+        if self.inflight.returned(attempt):
+            self.completer.submit(attempt, outcome)
+
+    async def _run_async(self, attempt: Attempt) -> None:
+        try:
+            outcome = await self.executor.run_async(attempt.job, attempt.ctx)
+        except BaseException as exc:  # noqa: BLE001
+            outcome = self._internal_failure(attempt, exc)
+        if self.inflight.returned(attempt):
+            self.completer.submit(attempt, outcome)
+
+    def _internal_failure(self, attempt: Attempt, exc: BaseException) -> Outcome:
+        job = attempt.job
+        error = AttemptError(
+            job.attempt, self.app.store.now(), type(exc).__name__, str(exc),
+            "".join(traceback.format_exception(exc)), "transient",
+        )
+        kind = "failed" if job.attempt >= job.max_attempts else "retry"
+        return Outcome(job.id, job.lease_token, kind, error=error, run_at=self.app.store.now() + 1.0)
+
+    def report(self, attempt: Attempt, outcome: Outcome, applied: bool) -> None:
+        """Log what became of an outcome (called by the completer after the commit)."""
+        job = attempt.job
+        base: dict[str, Any] = {"id": job.id, "queue": job.queue, "task": job.task, "attempt": job.attempt}
+        if not applied:
+            events.emit(events.STALE_OUTCOME, logging.WARNING, outcome=outcome.kind, **base,
+                        reason="lease token no longer current (reaped, cancelled or timed out)")
+        elif outcome.kind == "succeeded":
+            events.emit(events.JOB_SUCCEEDED, **base, duration=round(time.monotonic() - attempt.started, 6))
+        elif outcome.kind == "retry":
+            err = outcome.error
+            events.emit(events.JOB_RETRY_SCHEDULED, logging.WARNING, **base, run_at=outcome.run_at,
+                        error=f"{err.type}: {err.message}" if err else "", kind=err.kind if err else "")
+        else:
+            err = outcome.error
+            events.emit(events.JOB_FAILED, logging.ERROR, **base,
+                        error=f"{err.type}: {err.message}" if err else "", kind=err.kind if err else "")
