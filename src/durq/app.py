@@ -29,7 +29,9 @@ DEFAULT_MAX_ATTEMPTS = 3
 
 def _check_name(what: str, value: str) -> str:
     if not isinstance(value, str) or not value or len(value) > 200:
-        raise ConfigError(f"{what} must be a non-empty str of at most 200 characters, not {value!r}")
+        raise ConfigError(
+            f"{what} must be a non-empty str of at most 200 characters, not {value!r}"
+        )
     return value
 
 
@@ -106,12 +108,11 @@ class Durq:
         timeout: float | None = None,
         priority: int = 0,
         classify: Rule | Classifier | Sequence[Rule | Classifier] | None = None,
-    ) -> Callable[[F], Task[Any, Any]]: ...
+    ) -> Callable[[Callable[..., Any]], Task[Any, Any]]: ...
 
     def task(
         self,
-        fn: F | None = None,
-        /,
+        fn: Callable[..., Any] | None = None,
         *,
         name: str | None = None,
         queue: str = DEFAULT_QUEUE,
@@ -120,7 +121,7 @@ class Durq:
         timeout: float | None = None,
         priority: int = 0,
         classify: Rule | Classifier | Sequence[Rule | Classifier] | None = None,
-    ) -> Task[Any, Any] | Callable[[F], Task[Any, Any]]:
+    ) -> Task[Any, Any] | Callable[[Callable[..., Any]], Task[Any, Any]]:
         """Register a function (``def`` or ``async def``) as a task.
 
         Use as ``@dq.task`` or ``@dq.task(queue="downloads", max_attempts=5)``. The function
@@ -143,7 +144,7 @@ class Durq:
             ConfigError: a bad option, or another function already registered as ``name``.
         """
 
-        def register(func: F) -> Task[Any, Any]:
+        def register(func: Callable[..., Any]) -> Task[Any, Any]:
             task_name = _check_name("task name", name or func.__name__)
             if max_attempts < 1:
                 raise ConfigError(f"max_attempts must be >= 1, not {max_attempts}")
@@ -153,12 +154,14 @@ class Durq:
             if classify is None:
                 rules = ()
             elif isinstance(classify, Rule) or callable(classify):
-                rules = (classify,)  # type: ignore[assignment]
+                rules = (classify,)
             else:
                 rules = tuple(classify)
             existing = self.tasks.get(task_name)
             if existing is not None and existing.fn is not func:
-                raise ConfigError(f"task name {task_name!r} is already registered to {existing.fn!r}")
+                raise ConfigError(
+                    f"task name {task_name!r} is already registered to {existing.fn!r}"
+                )
             registered: Task[Any, Any] = Task(
                 self,
                 func,
@@ -186,7 +189,9 @@ class Durq:
         try:
             return self.tasks[name]
         except KeyError:
-            raise UnknownTask(f"no task named {name!r} is registered (known: {sorted(self.tasks)})") from None
+            raise UnknownTask(
+                f"no task named {name!r} is registered (known: {sorted(self.tasks)})"
+            ) from None
 
     # -- enqueue --------------------------------------------------------------------------
 
@@ -229,7 +234,9 @@ class Durq:
             StoreError: the database could not be written (disk full, read-only).
         """
         opts = EnqueueOptions(queue, delay, run_at, priority, key, max_attempts, meta)
-        return self.enqueue_with(task_name, dict(payload or {}), opts, task=self.tasks.get(task_name))
+        return self.enqueue_with(
+            task_name, dict(payload or {}), opts, task=self.tasks.get(task_name)
+        )
 
     def enqueue_with(
         self,
@@ -276,7 +283,9 @@ class Durq:
         key: str | None,
     ) -> NewJob:
         _check_name("task name", task_name)
-        body = encode_payload(dict(payload) if isinstance(payload, Mapping) else payload, self.payload_limit)
+        body = encode_payload(
+            dict(payload) if isinstance(payload, Mapping) else payload, self.payload_limit
+        )
         queue = opts.queue or (task.queue if task else DEFAULT_QUEUE)
         _check_name("queue", queue)
         max_attempts = opts.max_attempts or (task.max_attempts if task else DEFAULT_MAX_ATTEMPTS)
@@ -286,13 +295,19 @@ class Durq:
         if not isinstance(priority, int):
             raise ConfigError(f"priority must be an int, not {priority!r}")
         if key is not None and (not isinstance(key, str) or not key or len(key) > 1000):
-            raise ConfigError(f"key must be a non-empty str of at most 1000 characters, not {key!r}")
+            raise ConfigError(
+                f"key must be a non-empty str of at most 1000 characters, not {key!r}"
+            )
         now = self.store.now()
         run_at = now
         if opts.delay is not None and opts.run_at is not None:
             raise ConfigError("give delay or run_at, not both")
         if opts.delay is not None:
-            if not (isinstance(opts.delay, int | float) and opts.delay >= 0 and math.isfinite(opts.delay)):
+            if not (
+                isinstance(opts.delay, int | float)
+                and opts.delay >= 0
+                and math.isfinite(opts.delay)
+            ):
                 raise ConfigError(f"delay must be a number of seconds >= 0, not {opts.delay!r}")
             run_at = now + opts.delay
         elif isinstance(opts.run_at, datetime):
@@ -301,7 +316,9 @@ class Durq:
             run_at = opts.run_at.timestamp()
         elif opts.run_at is not None:
             if not (isinstance(opts.run_at, int | float) and math.isfinite(opts.run_at)):
-                raise ConfigError(f"run_at must be epoch seconds or a datetime, not {opts.run_at!r}")
+                raise ConfigError(
+                    f"run_at must be epoch seconds or a datetime, not {opts.run_at!r}"
+                )
             run_at = float(opts.run_at)
         meta = encode(dict(opts.meta), what="meta", limit=self.payload_limit) if opts.meta else None
         return NewJob(queue, task_name, body, priority, run_at, max_attempts, key, meta)
@@ -313,11 +330,31 @@ class Durq:
                 raise JobNotFound(f"job {job_id} vanished")
             return Job(self.store, record)
         if events.enabled():
-            events.emit(events.JOB_ENQUEUED, id=job_id, queue=new.queue, task=new.task, run_at=new.run_at)
+            events.emit(
+                events.JOB_ENQUEUED, id=job_id, queue=new.queue, task=new.task, run_at=new.run_at
+            )
         record = JobRecord(
-            job_id, new.queue, new.task, new.payload, new.priority, new.run_at, 0, new.max_attempts,
-            "queued", None, None, None, new.key, self.store.now(), None, None, None, None, "[]",
-            new.meta, 0,
+            job_id,
+            new.queue,
+            new.task,
+            new.payload,
+            new.priority,
+            new.run_at,
+            0,
+            new.max_attempts,
+            "queued",
+            None,
+            None,
+            None,
+            new.key,
+            self.store.now(),
+            None,
+            None,
+            None,
+            None,
+            "[]",
+            new.meta,
+            0,
         )
         return Job(self.store, record)
 
@@ -365,7 +402,9 @@ class Durq:
         """
         if not self.store.retry(int(job_id)):
             job = self.get(job_id)
-            raise JobGone(f"job {job_id} is {job.state}; only failed, cancelled or expired jobs can be retried")
+            raise JobGone(
+                f"job {job_id} is {job.state}; only failed, cancelled or expired jobs can be retried"
+            )
         return self.get(job_id)
 
     def cancel(self, job_id: int) -> Job:

@@ -65,7 +65,7 @@ class JobFailed(DurqError):
         super().__init__(f"job {job.id} ({job.task}) ended {job.state}: {detail}")
 
 
-class TaskSignal(Exception):  # noqa: N818 - signals, not errors
+class TaskSignal(Exception):
     """Base of the exceptions a task raises to steer its own job."""
 
 

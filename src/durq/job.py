@@ -35,7 +35,9 @@ class Job:
         self._record = record
 
     def __repr__(self) -> str:
-        return f"<Job {self.id} {self.task} {self.state} attempts={self.attempts}/{self.max_attempts}>"
+        return (
+            f"<Job {self.id} {self.task} {self.state} attempts={self.attempts}/{self.max_attempts}>"
+        )
 
     @property
     def id(self) -> int:

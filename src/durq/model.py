@@ -19,7 +19,9 @@ class JobState(enum.StrEnum):
     EXPIRED = "expired"
 
 
-TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED})
+TERMINAL_STATES = frozenset(
+    {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED}
+)
 RETRYABLE_STATES = frozenset({JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED})
 
 

@@ -12,7 +12,7 @@ from durq.errors import PayloadError, PayloadTooLarge
 DEFAULT_PAYLOAD_LIMIT = 1 << 20
 
 
-class UndecodablePayload(Exception):  # noqa: N818 - internal marker, caught by the executor
+class UndecodablePayload(Exception):
     """A stored payload that is not a JSON object (corrupt row, foreign writer)."""
 
 
@@ -41,7 +41,9 @@ def encode(value: Any, *, what: str = "payload", limit: int | None = DEFAULT_PAY
     except (TypeError, ValueError, RecursionError) as exc:
         raise PayloadError(f"{what} is not JSON-serialisable: {exc}") from None
     if limit is not None and len(text) > limit:
-        raise PayloadTooLarge(f"{what} is {len(text)} bytes as JSON, over the limit of {limit} bytes")
+        raise PayloadTooLarge(
+            f"{what} is {len(text)} bytes as JSON, over the limit of {limit} bytes"
+        )
     return text
 
 
@@ -53,7 +55,9 @@ def encode_payload(kwargs: dict[str, Any], limit: int | None) -> str:
         PayloadTooLarge: over ``limit`` bytes.
     """
     if not isinstance(kwargs, dict):
-        raise PayloadError(f"payload must be a dict of keyword arguments, not {type(kwargs).__name__}")
+        raise PayloadError(
+            f"payload must be a dict of keyword arguments, not {type(kwargs).__name__}"
+        )
     for key in kwargs:
         if not isinstance(key, str):
             raise PayloadError(f"payload keys must be str, not {type(key).__name__}: {key!r}")

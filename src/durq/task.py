@@ -105,7 +105,9 @@ class Task(Generic[P, R]):
         """
         return BoundTask(self, EnqueueOptions()).enqueue(**kwargs)
 
-    def enqueue_many(self, items: Sequence[Mapping[str, Any]], *, keys: Sequence[str | None] | None = None) -> list[Job]:
+    def enqueue_many(
+        self, items: Sequence[Mapping[str, Any]], *, keys: Sequence[str | None] | None = None
+    ) -> list[Job]:
         """Store one job per item in one transaction (all or none).
 
         Args:
@@ -139,7 +141,9 @@ class BoundTask:
     def enqueue_many(
         self, items: Sequence[Mapping[str, Any]], *, keys: Sequence[str | None] | None = None
     ) -> list[Job]:
-        return self.task.app.enqueue_many_with(self.task.name, items, self.opts, keys=keys, task=self.task)
+        return self.task.app.enqueue_many_with(
+            self.task.name, items, self.opts, keys=keys, task=self.task
+        )
 
     async def enqueue_async(self, **kwargs: Any) -> Job:
         return await asyncio.to_thread(self.enqueue, **kwargs)

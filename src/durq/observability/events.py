@@ -73,4 +73,3 @@ def configure_json_logging(stream: TextIO | None = None, level: int = logging.IN
     root.addHandler(handler)
     root.setLevel(level)
     root.propagate = False
-

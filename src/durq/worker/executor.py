@@ -52,7 +52,9 @@ class Executor:
         try:
             inspect.signature(task.fn).bind(**payload)
         except TypeError as exc:
-            return self.failed(job, "BadPayload", f"payload does not fit {task.name}(): {exc}", "bad_payload")
+            return self.failed(
+                job, "BadPayload", f"payload does not fit {task.name}(): {exc}", "bad_payload"
+            )
         return task, payload
 
     def run_sync(self, job: Claimed, ctx: JobContext) -> Outcome:
@@ -63,7 +65,7 @@ class Executor:
         token = bind(ctx)
         try:
             value = task.fn(**payload)
-        except BaseException as exc:  # noqa: BLE001 - every task error becomes an outcome
+        except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
             return self.errored(job, task, exc)
@@ -104,7 +106,9 @@ class Executor:
             return self.failed(job, type(exc).__name__, str(exc), "unserialisable_result")
         return Outcome(job.id, job.lease_token, "succeeded", result=result)
 
-    def failed(self, job: Claimed, type_name: str, message: str, kind: str, tb: str = "") -> Outcome:
+    def failed(
+        self, job: Claimed, type_name: str, message: str, kind: str, tb: str = ""
+    ) -> Outcome:
         error = AttemptError(job.attempt, self.clock(), type_name, message, tb, kind)
         return Outcome(job.id, job.lease_token, "failed", error=error)
 
@@ -118,7 +122,11 @@ class Executor:
         decision = classify(exc, (*task.rules, *self.app.rules), default=default)
         type_name = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
         tb = "".join(traceback.format_exception(exc))
-        kind = decision.kind if decision.reason in ("", "unclassified") else f"{decision.kind}:{decision.reason}"
+        kind = (
+            decision.kind
+            if decision.reason in ("", "unclassified")
+            else f"{decision.kind}:{decision.reason}"
+        )
         if decision.kind == PERMANENT or isinstance(exc, Permanent):
             return self.failed(job, type_name, str(exc), kind, tb)
         return self._retry_or_fail(job, task, type_name, str(exc), tb, kind, exc)

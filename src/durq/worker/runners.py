@@ -53,7 +53,13 @@ class AsyncRunner:
         self._loop = loop
         asyncio.set_event_loop(loop)
         self._ready.set()
-        loop.run_forever()
+        try:
+            loop.run_forever()
+        finally:
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+            loop.run_until_complete(asyncio.sleep(0))
+            loop.close()
 
     def submit(self, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
         if self._loop is None:

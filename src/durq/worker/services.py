@@ -29,7 +29,9 @@ def passing(exc: BaseException) -> bool:
     """Store errors a loop waits out instead of stopping the worker."""
     if isinstance(exc, StoreBusy):
         return True
-    return isinstance(exc, StoreError) and ("disk is full" in str(exc) or "disk i/o" in str(exc).lower())
+    return isinstance(exc, StoreError) and (
+        "disk is full" in str(exc) or "disk i/o" in str(exc).lower()
+    )
 
 
 class Claimer(Service):
@@ -246,5 +248,12 @@ class Timeouts(Service):
 
 def error_json(kind: str, message: str, attempt: int, at: float) -> str:
     return json.dumps(
-        {"attempt": attempt, "at": at, "type": "Shutdown", "message": message, "traceback": "", "kind": kind}
+        {
+            "attempt": attempt,
+            "at": at,
+            "type": "Shutdown",
+            "message": message,
+            "traceback": "",
+            "kind": kind,
+        }
     )

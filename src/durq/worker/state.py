@@ -87,7 +87,10 @@ class InFlight:
             late = [
                 a
                 for a in self.attempts.values()
-                if a.deadline is not None and now >= a.deadline and not a.returned and not a.abandoned
+                if a.deadline is not None
+                and now >= a.deadline
+                and not a.returned
+                and not a.abandoned
             ]
             for attempt in late:
                 attempt.abandoned = True

@@ -48,7 +48,7 @@ class Worker:
         poll_interval: seconds between checks of the database's change counter when
             idle (default 0.001: a job enqueued by another process starts within ~1 ms).
         idle_claim_interval: seconds between claims when nothing changed (due jobs).
-        reap_interval: seconds between reaper passes (default 5).
+        reap_interval: seconds between reaper passes (default: half the lease, at most 5).
 
     Raises:
         ConfigError: a bad option, or no registered tasks.
@@ -67,7 +67,7 @@ class Worker:
         worker_id: str | None = None,
         poll_interval: float = 0.001,
         idle_claim_interval: float = 0.25,
-        reap_interval: float = 5.0,
+        reap_interval: float | None = None,
     ) -> None:
         if not app.tasks:
             raise ConfigError("the app has no registered tasks; nothing to run")
@@ -90,7 +90,7 @@ class Worker:
         self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.poll_interval = poll_interval
         self.idle_claim_interval = idle_claim_interval
-        self.reap_interval = reap_interval
+        self.reap_interval = reap_interval or min(5.0, max(self.lease / 2, 0.1))
         self.inflight = InFlight(concurrency)
         self.executor = Executor(app)
         self.claimer = Claimer(self)
@@ -116,8 +116,14 @@ class Worker:
         store = self.app.store
         store.register_worker(
             WorkerInfo(
-                self.id, socket.gethostname(), os.getpid(), tuple(self.queues),
-                tuple(self.task_names), store.now(), store.now(), self.lease,
+                self.id,
+                socket.gethostname(),
+                os.getpid(),
+                tuple(self.queues),
+                tuple(self.task_names),
+                store.now(),
+                store.now(),
+                self.lease,
             )
         )
         self.reaper.reap_once()
@@ -156,8 +162,10 @@ class Worker:
         self.start()
         try:
             while not self._stop_requested.wait(0.1):
-                if stop_when_idle and not len(self.inflight) and not self.app.store.has_pending(
-                    self.queues, self.task_names
+                if (
+                    stop_when_idle
+                    and not len(self.inflight)
+                    and not self.app.store.has_pending(self.queues, self.task_names)
                 ):
                     break
         except KeyboardInterrupt:
@@ -167,7 +175,9 @@ class Worker:
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self._signals += 1
         if self._signals > 1:
-            events.emit(events.WORKER_STOPPING, logging.WARNING, worker_id=self.id, signal=signum, now=True)
+            events.emit(
+                events.WORKER_STOPPING, logging.WARNING, worker_id=self.id, signal=signum, now=True
+            )
             os._exit(128 + signum)
         events.emit(events.WORKER_STOPPING, worker_id=self.id, signal=signum, grace=self.grace)
         self._stop_requested.set()
@@ -190,7 +200,9 @@ class Worker:
         )
         self._stop_requested.set()
         if not self._in_run:
-            threading.Thread(target=self.stop, args=(0.0,), name="durq-crash-stop", daemon=True).start()
+            threading.Thread(
+                target=self.stop, args=(0.0,), name="durq-crash-stop", daemon=True
+            ).start()
 
     def stop(self, grace: float | None = None) -> int:
         """Shut down: stop claiming → let running jobs finish within ``grace`` seconds
@@ -230,7 +242,12 @@ class Worker:
         if self._threads is not None:
             self._threads.close()
         self._async.close()
-        events.emit(events.WORKER_STOPPED, worker_id=self.id, released=len(abandoned), exit_code=self.exit_code)
+        events.emit(
+            events.WORKER_STOPPED,
+            worker_id=self.id,
+            released=len(abandoned),
+            exit_code=self.exit_code,
+        )
         return self.exit_code
 
     def _release(self, attempt: Attempt) -> None:
@@ -244,8 +261,13 @@ class Worker:
             return
         if result is not None:
             events.emit(
-                events.JOB_RELEASED, id=job.id, queue=job.queue, task=job.task,
-                attempt=job.attempt, state=result[0], attempts=result[1],
+                events.JOB_RELEASED,
+                id=job.id,
+                queue=job.queue,
+                task=job.task,
+                attempt=job.attempt,
+                state=result[0],
+                attempts=result[1],
             )
         self.inflight.settle(attempt)
 
@@ -255,7 +277,12 @@ class Worker:
         """Hand a claimed job to the runner (called by the claimer)."""
         task = self.app.tasks.get(job.task)
         ctx = JobContext(
-            job.id, job.task, job.queue, job.attempt, job.max_attempts, job.lease_token,
+            job.id,
+            job.task,
+            job.queue,
+            job.attempt,
+            job.max_attempts,
+            job.lease_token,
             self.app.store.set_progress,
         )
         deadline = None
@@ -265,8 +292,13 @@ class Worker:
         self.inflight.add(attempt)
         if events.enabled():
             events.emit(
-                events.JOB_STARTED, id=job.id, queue=job.queue, task=job.task,
-                attempt=job.attempt, max_attempts=job.max_attempts, worker_id=self.id,
+                events.JOB_STARTED,
+                id=job.id,
+                queue=job.queue,
+                task=job.task,
+                attempt=job.attempt,
+                max_attempts=job.max_attempts,
+                worker_id=self.id,
             )
         if task is not None and task.is_async:
             self._async.submit(lambda: self._run_async(attempt))
@@ -293,26 +325,55 @@ class Worker:
     def _internal_failure(self, attempt: Attempt, exc: BaseException) -> Outcome:
         job = attempt.job
         error = AttemptError(
-            job.attempt, self.app.store.now(), type(exc).__name__, str(exc),
-            "".join(traceback.format_exception(exc)), "transient",
+            job.attempt,
+            self.app.store.now(),
+            type(exc).__name__,
+            str(exc),
+            "".join(traceback.format_exception(exc)),
+            "transient",
         )
         kind = "failed" if job.attempt >= job.max_attempts else "retry"
-        return Outcome(job.id, job.lease_token, kind, error=error, run_at=self.app.store.now() + 1.0)
+        return Outcome(
+            job.id, job.lease_token, kind, error=error, run_at=self.app.store.now() + 1.0
+        )
 
     def report(self, attempt: Attempt, outcome: Outcome, applied: bool) -> None:
         """Log what became of an outcome (called by the completer after the commit)."""
         job = attempt.job
-        base: dict[str, Any] = {"id": job.id, "queue": job.queue, "task": job.task, "attempt": job.attempt}
+        base: dict[str, Any] = {
+            "id": job.id,
+            "queue": job.queue,
+            "task": job.task,
+            "attempt": job.attempt,
+        }
         if not applied:
-            events.emit(events.STALE_OUTCOME, logging.WARNING, outcome=outcome.kind, **base,
-                        reason="lease token no longer current (reaped, cancelled or timed out)")
+            events.emit(
+                events.STALE_OUTCOME,
+                logging.WARNING,
+                outcome=outcome.kind,
+                **base,
+                reason="lease token no longer current (reaped, cancelled or timed out)",
+            )
         elif outcome.kind == "succeeded":
-            events.emit(events.JOB_SUCCEEDED, **base, duration=round(time.monotonic() - attempt.started, 6))
+            events.emit(
+                events.JOB_SUCCEEDED, **base, duration=round(time.monotonic() - attempt.started, 6)
+            )
         elif outcome.kind == "retry":
             err = outcome.error
-            events.emit(events.JOB_RETRY_SCHEDULED, logging.WARNING, **base, run_at=outcome.run_at,
-                        error=f"{err.type}: {err.message}" if err else "", kind=err.kind if err else "")
+            events.emit(
+                events.JOB_RETRY_SCHEDULED,
+                logging.WARNING,
+                **base,
+                run_at=outcome.run_at,
+                error=f"{err.type}: {err.message}" if err else "",
+                kind=err.kind if err else "",
+            )
         else:
             err = outcome.error
-            events.emit(events.JOB_FAILED, logging.ERROR, **base,
-                        error=f"{err.type}: {err.message}" if err else "", kind=err.kind if err else "")
+            events.emit(
+                events.JOB_FAILED,
+                logging.ERROR,
+                **base,
+                error=f"{err.type}: {err.message}" if err else "",
+                kind=err.kind if err else "",
+            )

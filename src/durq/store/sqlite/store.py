@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -89,10 +90,8 @@ class SqliteStore:
     def close(self) -> None:
         with self._lock:
             for conn in self._all:
-                try:
+                with contextlib.suppress(sqlite3.Error):
                     conn.close()
-                except sqlite3.Error:
-                    pass
             self._all.clear()
             if self._watch_conn is not None:
                 self._watch_conn.close()
@@ -199,7 +198,9 @@ class SqliteStore:
         lost: list[int] = []
         with self._write():
             for job_id, token in leases:
-                cur = conn.execute(q.EXTEND_LEASE, {"id": job_id, "token": token, "expires": expires})
+                cur = conn.execute(
+                    q.EXTEND_LEASE, {"id": job_id, "token": token, "expires": expires}
+                )
                 if cur.rowcount != 1:
                     lost.append(job_id)
         return lost
@@ -325,8 +326,14 @@ class SqliteStore:
                 for r in conn.execute(q.SELECT_WORKERS):
                     data.workers.append(
                         WorkerInfo(
-                            r[0], r[1], r[2], tuple(json.loads(r[3])), tuple(json.loads(r[4])),
-                            r[5], r[6], r[7],
+                            r[0],
+                            r[1],
+                            r[2],
+                            tuple(json.loads(r[3])),
+                            tuple(json.loads(r[4])),
+                            r[5],
+                            r[6],
+                            r[7],
                         )
                     )
                 row = conn.execute(q.GET_META, {"key": "last_reap"}).fetchone()

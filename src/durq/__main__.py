@@ -1,0 +1,3 @@
+from durq.cli import main
+
+main()

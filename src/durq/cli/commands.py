@@ -1,0 +1,317 @@
+"""One function per CLI verb. Each takes ``--db`` (or ``$DURQ_URL``); data verbs take ``--json``."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from durq.app import Durq
+from durq.cli import render
+from durq.errors import DurqError
+from durq.observability.events import configure_json_logging
+from durq.store.sqlite.connection import parse_url
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def db_option(fn: F) -> F:
+    return click.option(
+        "--db",
+        "db",
+        envvar="DURQ_URL",
+        default="sqlite:///durq.db",
+        show_default=True,
+        help="Database URL or SQLite file path (or set DURQ_URL).",
+    )(fn)
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(
+        fn
+    )
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> None:
+    click.echo(f"durq: error: {message}", err=True)
+    sys.exit(code)
+
+
+def open_existing(url: str) -> Durq:
+    """A Durq on an existing database (read verbs never create a new, empty file)."""
+    if "://" not in url or url.startswith("sqlite:"):
+        path = parse_url(url).path
+        if not Path(path).exists():
+            fail(f"no database at {path} (give --db or set DURQ_URL)")
+    return Durq(url)
+
+
+def load_app(spec: str, url: str | None) -> Durq:
+    """Import ``module:attr`` (or ``module`` with a ``dq`` attribute) from the current directory."""
+    module_name, _, attr = spec.partition(":")
+    sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        fail(f"cannot import {module_name!r}: {exc}", EXIT_USAGE)
+    app = getattr(module, attr or "dq", None)
+    if not isinstance(app, Durq):
+        fail(f"{spec!r} is not a durq.Durq instance (got {type(app).__name__})", EXIT_USAGE)
+    assert isinstance(app, Durq)
+    if url:
+        app.url = url
+    return app
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="durq")
+def cli() -> None:
+    """durq: a durable job queue. SQLite by default; no job is ever lost."""
+
+
+@cli.command()
+@click.argument("app_spec", metavar="MODULE:ATTR")
+@click.option("--db", envvar="DURQ_URL", default=None, help="Override the app's database URL.")
+@click.option(
+    "--queues", default=None, help="Comma-separated queues (default: all the app's task queues)."
+)
+@click.option("--concurrency", "-c", default=10, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--lease", default=30.0, show_default=True, type=click.FloatRange(min=0.1), help="Seconds."
+)
+@click.option(
+    "--grace", default=30.0, show_default=True, type=click.FloatRange(min=0), help="Seconds."
+)
+@click.option("--free-requeues", default=2, show_default=True, type=click.IntRange(min=0))
+@click.option("--worker-id", default=None, help="Unique worker id (default host:pid:random).")
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
+def worker(
+    app_spec: str,
+    db: str | None,
+    queues: str | None,
+    concurrency: int,
+    lease: float,
+    grace: float,
+    free_requeues: int,
+    worker_id: str | None,
+    log_level: str,
+) -> None:
+    """Run a worker for the tasks of MODULE:ATTR (a durq.Durq). SIGTERM/SIGINT: graceful
+    shutdown within --grace; a second signal exits at once. Events: JSON lines on stderr."""
+    import logging
+
+    configure_json_logging(level=getattr(logging, log_level.upper()))
+    app = load_app(app_spec, db)
+    try:
+        w = app.worker(
+            queues=[q for q in queues.split(",") if q] if queues else None,
+            concurrency=concurrency,
+            lease=lease,
+            grace=grace,
+            free_requeues=free_requeues,
+            worker_id=worker_id,
+        )
+        code = w.run()
+    except DurqError as exc:
+        fail(str(exc))
+    sys.exit(code)
+
+
+@cli.command()
+@click.argument("task")
+@click.argument("args", nargs=-1)
+@db_option
+@click.option("--payload", default=None, help="The payload as a JSON object.")
+@click.option("--queue", default=None)
+@click.option("--delay", type=float, default=None, help="Seconds from now.")
+@click.option("--priority", type=int, default=None, help="Lower runs first.")
+@click.option("--key", default=None, help="Idempotency key.")
+@click.option("--max-attempts", type=click.IntRange(min=1), default=None)
+@json_option
+def enqueue(
+    task: str,
+    args: tuple[str, ...],
+    db: str,
+    payload: str | None,
+    queue: str | None,
+    delay: float | None,
+    priority: int | None,
+    key: str | None,
+    max_attempts: int | None,
+    as_json: bool,
+) -> None:
+    """Enqueue a job for TASK. The payload is --payload '{"k": 1}' and/or k=v pairs
+    (each v parsed as JSON when it is valid JSON, else taken as a string)."""
+    body: dict[str, Any] = {}
+    if payload is not None:
+        try:
+            body = json.loads(payload)
+        except ValueError as exc:
+            fail(f"--payload is not valid JSON: {exc}", EXIT_USAGE)
+        if not isinstance(body, dict):
+            fail("--payload must be a JSON object", EXIT_USAGE)
+    for arg in args:
+        name, sep, raw = arg.partition("=")
+        if not sep or not name:
+            fail(f"expected key=value, got {arg!r}", EXIT_USAGE)
+        try:
+            body[name] = json.loads(raw)
+        except ValueError:
+            body[name] = raw
+    try:
+        job = Durq(db).enqueue(
+            task,
+            body,
+            queue=queue,
+            delay=delay,
+            priority=priority,
+            key=key,
+            max_attempts=max_attempts,
+        )
+    except DurqError as exc:
+        fail(str(exc))
+    if as_json:
+        render.print_json(job.to_dict())
+    else:
+        click.echo(f"enqueued job {job.id} ({job.task} on {job.queue}, {job.state})")
+
+
+@cli.command()
+@db_option
+@json_option
+def status(db: str, as_json: bool) -> None:
+    """Counts per queue and state, oldest queued age, backoff, stranded jobs, workers, reaper."""
+    try:
+        snap = open_existing(db).status()
+    except DurqError as exc:
+        fail(str(exc))
+    if as_json:
+        render.print_json(snap)
+    else:
+        render.status_table(snap)
+
+
+@cli.group()
+def jobs() -> None:
+    """List and show jobs."""
+
+
+@jobs.command("list")
+@db_option
+@click.option(
+    "--state",
+    default=None,
+    type=click.Choice(
+        ["scheduled", "queued", "running", "succeeded", "failed", "cancelled", "expired"]
+    ),
+)
+@click.option("--queue", default=None)
+@click.option("--task", default=None)
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1))
+@json_option
+def jobs_list(
+    db: str, state: str | None, queue: str | None, task: str | None, limit: int, as_json: bool
+) -> None:
+    """Jobs, newest first."""
+    try:
+        found = open_existing(db).jobs(state=state, queue=queue, task=task, limit=limit)
+    except DurqError as exc:
+        fail(str(exc))
+    if as_json:
+        render.print_json([j.to_dict() for j in found])
+    else:
+        render.jobs_table(found)
+
+
+@jobs.command("show")
+@click.argument("job_id", type=int)
+@db_option
+@json_option
+def jobs_show(job_id: int, db: str, as_json: bool) -> None:
+    """One job: payload, result, progress and its whole error history."""
+    try:
+        job = open_existing(db).get(job_id)
+    except DurqError as exc:
+        fail(str(exc))
+    if as_json:
+        render.print_json(job.to_dict())
+    else:
+        render.job_detail(job)
+
+
+@cli.command()
+@click.argument("job_ids", type=int, nargs=-1, required=True)
+@db_option
+@json_option
+def retry(job_ids: tuple[int, ...], db: str, as_json: bool) -> None:
+    """Re-queue failed, cancelled or expired jobs with a fresh attempt budget."""
+    _steer(db, job_ids, as_json, "retry")
+
+
+@cli.command()
+@click.argument("job_ids", type=int, nargs=-1, required=True)
+@db_option
+@json_option
+def cancel(job_ids: tuple[int, ...], db: str, as_json: bool) -> None:
+    """Cancel queued, scheduled or running jobs."""
+    _steer(db, job_ids, as_json, "cancel")
+
+
+def _steer(db: str, job_ids: tuple[int, ...], as_json: bool, verb: str) -> None:
+    app = open_existing(db)
+    results: list[dict[str, Any]] = []
+    failed = False
+    for job_id in job_ids:
+        try:
+            job = getattr(app, verb)(job_id)
+            results.append({"id": job_id, "ok": True, "state": str(job.state)})
+        except DurqError as exc:
+            failed = True
+            results.append({"id": job_id, "ok": False, "error": str(exc)})
+    if as_json:
+        render.print_json(results)
+    else:
+        for r in results:
+            click.echo(
+                f"job {r['id']}: {r['state']}" if r["ok"] else f"job {r['id']}: {r['error']}",
+                err=not r["ok"],
+            )
+    if failed:
+        sys.exit(EXIT_ERROR)
+
+
+@cli.command()
+@db_option
+@json_option
+def migrate(db: str, as_json: bool) -> None:
+    """Create the database or bring its schema up to date (a backup is written first)."""
+    try:
+        version = Durq(db).store.migrate()
+    except DurqError as exc:
+        fail(str(exc))
+    if as_json:
+        render.print_json({"url": db, "schema_version": version})
+    else:
+        click.echo(f"{db}: schema at v{version}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        cli(standalone_mode=True)
+    except DurqError as exc:  # anything a verb did not catch itself
+        fail(str(exc))

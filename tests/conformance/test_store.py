@@ -1,0 +1,257 @@
+"""Store transitions (DESIGN §2, §3), run against every backend."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+import durq
+from durq.model import AttemptError, Outcome
+from tests.conftest import Clock
+
+LEASE = 30.0
+
+
+def register(app: durq.Durq) -> None:
+    @app.task(max_attempts=3)
+    def work(n: int = 0) -> int:
+        return n
+
+    @app.task(max_attempts=3)
+    def other(n: int = 0) -> int:
+        return n
+
+
+def claim(
+    app: durq.Durq,
+    limit: int = 10,
+    tasks: tuple[str, ...] = ("work", "other"),
+    queue: str = "default",
+):
+    return app.store.claim(queue, list(tasks), limit, LEASE, "w1")
+
+
+def err(attempt: int, kind: str = "transient") -> AttemptError:
+    return AttemptError(attempt, 0.0, "ValueError", "boom", "", kind)
+
+
+def test_enqueue_claim_finish_records_result(app: durq.Durq) -> None:
+    register(app)
+    job = app.tasks["work"].enqueue(n=7)
+    assert job.state == "queued" and job.attempts == 0
+    (c,) = claim(app)
+    assert (c.id, c.attempt, c.max_attempts) == (job.id, 1, 3)
+    assert app.get(job.id).state == "running"
+    assert app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="7")]) == [True]
+    done = app.get(job.id)
+    assert (done.state, done.result, done.attempts) == ("succeeded", 7, 1)
+    assert claim(app) == []
+
+
+def test_claim_order_is_priority_then_run_at_then_fifo(app: durq.Durq, clock: Clock) -> None:
+    register(app)
+    w = app.tasks["work"]
+    a = w.enqueue(n=1)
+    b = w.options(priority=-5).enqueue(n=2)
+    c = w.enqueue(n=3)
+    later = w.options(delay=10).enqueue(n=4)
+    assert later.state == "scheduled"
+    got = [x.id for x in claim(app, limit=10)]
+    assert got == [b.id, a.id, c.id]
+    clock.advance(11)
+    assert [x.id for x in claim(app)] == [later.id]
+
+
+def test_claim_takes_at_most_limit_and_only_named_tasks(app: durq.Durq) -> None:
+    register(app)
+    for i in range(5):
+        app.tasks["work"].enqueue(n=i)
+    stranger = app.enqueue("unknown_task", {"x": 1})
+    got = claim(app, limit=3, tasks=("work",))
+    assert len(got) == 3
+    assert len(claim(app, limit=10, tasks=("work",))) == 2
+    assert claim(app, limit=10, tasks=("work",)) == []
+    assert app.get(stranger.id).state == "queued"
+
+
+def test_every_claim_gets_a_fresh_token(app: durq.Durq, clock: Clock) -> None:
+    register(app)
+    jobs = [app.tasks["work"].enqueue(n=i) for i in range(20)]
+    first = claim(app, limit=20)
+    tokens = {c.lease_token for c in first}
+    assert len(tokens) == 20
+    clock.advance(LEASE + 1)
+    assert app.store.reap().recovered == 20
+    second = claim(app, limit=20)
+    assert {c.id for c in second} == {j.id for j in jobs}
+    assert not tokens & {c.lease_token for c in second}
+
+
+def test_stale_token_cannot_finish_retry_heartbeat_progress_or_release(
+    app: durq.Durq, clock: Clock
+) -> None:
+    """A worker whose lease was taken over cannot write anything for the job (fencing)."""
+    register(app)
+    job = app.tasks["work"].enqueue(n=1)
+    (old,) = claim(app)
+    clock.advance(LEASE + 1)
+    assert app.store.reap().recovered == 1
+    (new,) = claim(app)
+    assert new.id == job.id and new.attempt == 2
+    s = app.store
+    assert s.finish([Outcome(old.id, old.lease_token, "succeeded", result='"A"')]) == [False]
+    assert s.finish([Outcome(old.id, old.lease_token, "retry", error=err(1), run_at=0)]) == [False]
+    assert s.finish([Outcome(old.id, old.lease_token, "failed", error=err(1))]) == [False]
+    assert s.extend_leases([(old.id, old.lease_token)], LEASE) == [old.id]
+    assert s.set_progress(old.id, old.lease_token, '{"fraction": 1}') is False
+    assert s.release(old.id, old.lease_token, 2, "{}") is None
+    row = app.get(job.id)
+    assert (row.state, row.attempts, row.result, row.progress) == ("running", 2, None, None)
+    assert s.extend_leases([(new.id, new.lease_token)], LEASE) == []
+    assert s.finish([Outcome(new.id, new.lease_token, "succeeded", result='"B"')]) == [True]
+    assert app.get(job.id).result == "B"
+
+
+def test_grouped_finish_applies_each_row_on_its_own_token(app: durq.Durq) -> None:
+    register(app)
+    for i in range(3):
+        app.tasks["work"].enqueue(n=i)
+    a, b, c = claim(app)
+    outcomes = [
+        Outcome(a.id, a.lease_token, "succeeded", result="1"),
+        Outcome(b.id, b.lease_token + 1, "succeeded", result="2"),  # wrong token
+        Outcome(c.id, c.lease_token, "retry", error=err(1), run_at=app.store.now() + 60),
+    ]
+    assert app.store.finish(outcomes) == [True, False, True]
+    assert app.get(a.id).state == "succeeded"
+    assert app.get(b.id).state == "running"
+    scheduled = app.get(c.id)
+    assert scheduled.state == "scheduled" and scheduled.attempts == 1
+    assert [e.message for e in scheduled.errors] == ["boom"]
+
+
+def test_reaper_requeues_then_fails_when_attempts_run_out(app: durq.Durq, clock: Clock) -> None:
+    """Lost leases count as attempts: a job whose worker keeps dying ends failed, with history."""
+    register(app)
+    job = app.tasks["work"].options(max_attempts=2).enqueue()
+    claim(app)
+    clock.advance(LEASE + 1)
+    first = app.store.reap()
+    assert (first.recovered, first.failed, first.job_ids) == (1, 0, (job.id,))
+    assert app.get(job.id).state == "queued"
+    claim(app)
+    clock.advance(LEASE + 1)
+    assert app.store.reap().failed == 1
+    dead = app.get(job.id)
+    assert dead.state == "failed" and dead.attempts == 2
+    assert [e.kind for e in dead.errors] == ["lease_lost", "lease_lost"]
+    assert app.status()["last_reap"]["failed"] == 1
+
+
+def test_live_lease_is_not_reaped(app: durq.Durq, clock: Clock) -> None:
+    register(app)
+    app.tasks["work"].enqueue()
+    (c,) = claim(app)
+    clock.advance(LEASE - 1)
+    assert app.store.extend_leases([(c.id, c.lease_token)], LEASE) == []
+    clock.advance(LEASE - 1)
+    assert app.store.reap().recovered == 0
+
+
+def test_retry_resets_attempts_and_keeps_history(app: durq.Durq) -> None:
+    register(app)
+    job = app.tasks["work"].options(max_attempts=1).enqueue()
+    (c,) = claim(app)
+    app.store.finish([Outcome(c.id, c.lease_token, "failed", error=err(1, "permanent"))])
+    with pytest.raises(durq.JobGone):
+        app.cancel(job.id)
+    again = app.retry(job.id)
+    assert (again.state, again.attempts) == ("queued", 0)
+    assert len(again.errors) == 1
+    with pytest.raises(durq.JobGone):
+        app.retry(job.id)
+    with pytest.raises(durq.JobNotFound):
+        app.retry(10_000)
+
+
+def test_cancel_queued_and_running_fences_the_worker(app: durq.Durq) -> None:
+    register(app)
+    queued = app.tasks["work"].enqueue()
+    assert app.cancel(queued.id).state == "cancelled"
+    running = app.tasks["work"].enqueue()
+    (c,) = claim(app)
+    assert app.cancel(running.id).state == "cancelled"
+    assert app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="1")]) == [False]
+    assert app.store.extend_leases([(c.id, c.lease_token)], LEASE) == [c.id]
+    assert app.get(running.id).state == "cancelled"
+
+
+def test_release_gives_back_the_first_free_requeues_then_charges(app: durq.Durq) -> None:
+    register(app)
+    job = app.tasks["work"].options(max_attempts=2).enqueue()
+    states = []
+    for _ in range(4):
+        (c,) = claim(app)
+        states.append(
+            app.store.release(
+                c.id, c.lease_token, 2, json.dumps(err(c.attempt, "shutdown").to_dict())
+            )
+        )
+    # two free requeues (attempt handed back), then each one is charged; attempts run out.
+    assert states == [("queued", 0), ("queued", 0), ("queued", 1), ("failed", 2)]
+    assert [e.kind for e in app.get(job.id).errors] == ["shutdown", "shutdown"]
+
+
+def test_idempotency_key_returns_the_first_job(app: durq.Durq) -> None:
+    register(app)
+    w = app.tasks["work"]
+    first = w.options(key="order-1").enqueue(n=1)
+    second = w.options(key="order-1").enqueue(n=2)
+    assert second.id == first.id and second.payload == {"n": 1}
+    other_queue = w.options(key="order-1", queue="q2").enqueue(n=3)
+    assert other_queue.id != first.id
+    many = w.enqueue_many([{"n": 4}, {"n": 5}, {"n": 6}], keys=["order-1", None, "order-2"])
+    assert many[0].id == first.id
+    assert len({j.id for j in many} | {first.id}) == 3
+    assert len(app.jobs(limit=100)) == 4
+
+
+def test_enqueue_many_is_one_transaction_and_keeps_order(app: durq.Durq) -> None:
+    register(app)
+    jobs = app.tasks["work"].enqueue_many([{"n": i} for i in range(500)])
+    assert [j.payload["n"] for j in jobs] == list(range(500))
+    assert [app.get(j.id).payload["n"] for j in jobs[::50]] == list(range(0, 500, 50))
+    with pytest.raises(TypeError):
+        app.tasks["work"].enqueue_many([{"n": 1}, {"n": object()}])
+    assert len(app.jobs(limit=1000)) == 500
+
+
+def test_attempts_and_backoff_survive_a_restart(
+    app: durq.Durq, make: Callable[[], durq.Durq], clock: Clock
+) -> None:
+    register(app)
+    job = app.tasks["work"].enqueue()
+    (c,) = claim(app)
+    app.store.finish([Outcome(c.id, c.lease_token, "retry", error=err(1), run_at=clock.now + 120)])
+    app.close()
+    reopened = make()
+    register(reopened)
+    row = reopened.get(job.id)
+    assert (row.state, row.attempts, row.run_at) == ("scheduled", 1, clock.now + 120)
+    assert claim(reopened) == []
+    clock.advance(121)
+    (again,) = claim(reopened)
+    assert again.attempt == 2
+
+
+def test_jobs_filters(app: durq.Durq, clock: Clock) -> None:
+    register(app)
+    a = app.tasks["work"].enqueue()
+    b = app.tasks["other"].options(delay=30).enqueue()
+    assert [j.id for j in app.jobs(state="queued")] == [a.id]
+    assert [j.id for j in app.jobs(state="scheduled")] == [b.id]
+    assert [j.id for j in app.jobs(task="other")] == [b.id]
+    with pytest.raises(durq.ConfigError):
+        app.jobs(state="bogus")

@@ -1,0 +1,253 @@
+"""The worker in process: running, retrying, classifying, timing out, fencing."""
+
+from __future__ import annotations
+
+import asyncio
+import email.message
+import sqlite3
+import threading
+import time
+import urllib.error
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import durq
+
+
+def test_sync_and_async_tasks_run_and_store_results(
+    make_app: Callable[..., durq.Durq], drain
+) -> None:
+    app = make_app()
+
+    @app.task
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @app.task
+    async def mul(a: int, b: int) -> int:
+        await asyncio.sleep(0.01)
+        return a * b
+
+    j1, j2 = add.enqueue(a=2, b=3), mul.enqueue(a=2, b=3)
+    drain(app, concurrency=4)
+    assert (j1.wait(1), j2.wait(1)) == (5, 6)
+    assert j1.refresh().attempts == 1
+
+
+def test_transient_errors_retry_with_backoff_then_succeed(make_app, drain) -> None:
+    app = make_app()
+    calls: list[float] = []
+
+    @app.task(max_attempts=4, backoff=durq.tiers([0.05, 0.1]))
+    def flaky() -> str:
+        calls.append(time.monotonic())
+        if len(calls) < 3:
+            raise ConnectionResetError("peer reset")
+        return "ok"
+
+    job = flaky.enqueue()
+    drain(app)
+    assert job.wait(1) == "ok"
+    assert job.refresh().attempts == 3
+    assert [e.type for e in job.errors] == ["ConnectionResetError"] * 2
+    assert calls[1] - calls[0] >= 0.05 and calls[2] - calls[1] >= 0.1
+
+
+def test_permanent_error_fails_at_once_and_exhausted_attempts_fail(make_app, drain) -> None:
+    app = make_app()
+
+    @app.task(max_attempts=5)
+    def perm() -> None:
+        raise durq.Permanent("bad request")
+
+    @app.task(max_attempts=2, backoff=durq.constant(0.01))
+    def always() -> None:
+        raise ValueError("still broken")
+
+    p, a = perm.enqueue(), always.enqueue()
+    drain(app)
+    with pytest.raises(durq.JobFailed, match="bad request"):
+        p.wait(1)
+    assert p.refresh().attempts == 1
+    with pytest.raises(durq.JobFailed) as info:
+        a.wait(1)
+    assert info.value.job.attempts == 2 and len(info.value.job.errors) == 2
+    assert info.value.error.message == "still broken"
+
+
+def test_http_404_fails_for_good_and_429_honours_retry_after(make_app, drain) -> None:
+    app = make_app()
+    seen: list[int] = []
+
+    def http_error(code: int, retry_after: str | None = None) -> urllib.error.HTTPError:
+        headers = email.message.Message()
+        if retry_after is not None:
+            headers["Retry-After"] = retry_after
+        return urllib.error.HTTPError("http://x/", code, "err", headers, None)
+
+    @app.task(max_attempts=3, backoff=durq.constant(0))
+    def gone() -> None:
+        raise http_error(404)
+
+    @app.task(max_attempts=3, backoff=durq.constant(0))
+    def limited() -> str:
+        seen.append(1)
+        if len(seen) == 1:
+            raise http_error(429, "1")
+        return "ok"
+
+    g, lim = gone.enqueue(), limited.enqueue()
+    started = time.time()
+    drain(app)
+    with pytest.raises(durq.JobFailed):
+        g.wait(1)
+    assert g.refresh().attempts == 1
+    assert lim.wait(1) == "ok"
+    lim.refresh()
+    assert lim.attempts == 2
+    assert lim.finished_at is not None and lim.finished_at - started >= 1.0
+
+
+def test_sync_timeout_releases_the_job_and_drops_the_late_result(make_app, drain) -> None:
+    app = make_app()
+    lost: list[bool] = []
+
+    @app.task(max_attempts=2, timeout=0.2, backoff=durq.constant(0))
+    def slow() -> str:
+        time.sleep(0.6)
+        lost.append(durq.context().lease_lost)
+        return "late"
+
+    job = slow.enqueue()
+    drain(app)
+    with pytest.raises(durq.JobFailed):
+        job.wait(1)
+    job.refresh()
+    assert job.attempts == 2 and job.result is None
+    assert [e.kind for e in job.errors] == ["timeout", "timeout"]
+    deadline = time.monotonic() + 2
+    while len(lost) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert lost == [True, True]
+    assert job.refresh().state == "failed"
+
+
+def test_async_timeout_cancels_the_task(make_app, drain) -> None:
+    app = make_app()
+    cancelled: list[bool] = []
+
+    @app.task(max_attempts=1, timeout=0.1)
+    async def hang() -> None:
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    job = hang.enqueue()
+    drain(app)
+    with pytest.raises(durq.JobFailed):
+        job.wait(1)
+    assert job.refresh().errors[0].kind == "timeout"
+    assert cancelled == [True]
+
+
+def test_context_progress_and_lease_lost_after_cancel(make_app) -> None:
+    app = make_app()
+    started = threading.Event()
+    seen: dict[str, object] = {}
+
+    @app.task
+    def watcher() -> None:
+        ctx = durq.context()
+        seen["written"] = ctx.progress(0.25, "quarter")
+        started.set()
+        deadline = time.monotonic() + 5
+        while not ctx.lease_lost and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen["lost"] = ctx.lease_lost
+        seen["late_write"] = ctx.progress(0.5, "half")
+
+    job = watcher.enqueue()
+    w = app.worker(lease=0.6)
+    t = threading.Thread(target=lambda: w.run(install_signals=False), daemon=True)
+    t.start()
+    try:
+        assert started.wait(5)
+        assert job.refresh().progress == {"fraction": 0.25, "message": "quarter"}
+        app.cancel(job.id)
+        deadline = time.monotonic() + 3
+        while "late_write" not in seen and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        w.request_stop()
+        t.join(10)
+    assert seen == {"written": True, "lost": True, "late_write": False}
+    assert job.refresh().state == "cancelled"
+    assert job.progress == {"fraction": 0.25, "message": "quarter"}
+
+
+def test_worker_claims_only_its_tasks_and_others_show_stranded(
+    make_app, drain, db_url: str
+) -> None:
+    producer = make_app()
+    producer.enqueue("resize_image", {"path": "a.png"})
+    app = make_app()
+
+    @app.task
+    def known() -> int:
+        return 1
+
+    k = known.enqueue()
+    w = app.worker(lease=5)
+    t = threading.Thread(target=lambda: w.run(install_signals=False), daemon=True)
+    t.start()
+    try:
+        assert k.wait(5) == 1
+        snap = app.status()
+        assert snap["stranded"] == [{"queue": "default", "task": "resize_image", "jobs": 1}]
+        assert snap["queues"]["default"]["stranded"] == 1
+        assert snap["workers"][0]["tasks"] == ["known"]
+    finally:
+        w.request_stop()
+        t.join(10)
+    assert producer.jobs(task="resize_image")[0].state == "queued"
+
+
+def test_corrupt_payload_fails_that_job_and_the_worker_keeps_running(
+    make_app, drain, tmp_path: Path
+) -> None:
+    app = make_app()
+
+    @app.task
+    def echo(x: int) -> int:
+        return x
+
+    bad = echo.enqueue(x=1)
+    good = echo.enqueue(x=2)
+    conn = sqlite3.connect(tmp_path / "jobs.db")
+    conn.execute("UPDATE jobs SET payload = ? WHERE id = ?", ("{not json\x00", bad.id))
+    conn.commit()
+    conn.close()
+    drain(app)
+    with pytest.raises(durq.JobFailed):
+        bad.wait(1)
+    assert bad.refresh().errors[0].kind == "undecodable_payload"
+    assert bad.attempts == 1
+    assert good.wait(1) == 2
+
+
+def test_payload_that_does_not_fit_the_signature_fails_for_good(make_app, drain) -> None:
+    app = make_app()
+
+    @app.task(max_attempts=5)
+    def needs_x(x: int) -> int:
+        return x
+
+    job = app.enqueue("needs_x", {"y": 1})
+    drain(app)
+    with pytest.raises(durq.JobFailed, match="does not fit"):
+        job.wait(1)
+    assert job.refresh().attempts == 1 and job.errors[0].kind == "bad_payload"
