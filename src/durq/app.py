@@ -286,10 +286,14 @@ class Durq:
         body = encode_payload(
             dict(payload) if isinstance(payload, Mapping) else payload, self.payload_limit
         )
-        queue = opts.queue or (task.queue if task else DEFAULT_QUEUE)
+        queue = opts.queue if opts.queue is not None else (task.queue if task else DEFAULT_QUEUE)
         _check_name("queue", queue)
-        max_attempts = opts.max_attempts or (task.max_attempts if task else DEFAULT_MAX_ATTEMPTS)
-        if not isinstance(max_attempts, int) or max_attempts < 1:
+        max_attempts = (
+            opts.max_attempts
+            if opts.max_attempts is not None
+            else (task.max_attempts if task else DEFAULT_MAX_ATTEMPTS)
+        )
+        if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
             raise ConfigError(f"max_attempts must be an int >= 1, not {max_attempts!r}")
         priority = opts.priority if opts.priority is not None else (task.priority if task else 0)
         if not isinstance(priority, int):

@@ -57,3 +57,12 @@ def die() -> None:
     """Kill the worker process outright (a poison job)."""
     _record("start")
     os._exit(3)
+
+
+@dq.task(max_attempts=3)
+def whoami(ms: float) -> str | None:
+    """Sleep ``ms`` milliseconds and return this worker's WORKER_NAME."""
+    _record("start")
+    time.sleep(ms / 1000)
+    _record("end")
+    return os.environ.get("WORKER_NAME")

@@ -89,6 +89,12 @@ def cli() -> None:
     "--lease", default=30.0, show_default=True, type=click.FloatRange(min=0.1), help="Seconds."
 )
 @click.option(
+    "--heartbeat",
+    default=None,
+    type=click.FloatRange(min=0.01),
+    help="Seconds between lease extensions (default: lease / 3).",
+)
+@click.option(
     "--grace", default=30.0, show_default=True, type=click.FloatRange(min=0), help="Seconds."
 )
 @click.option("--free-requeues", default=2, show_default=True, type=click.IntRange(min=0))
@@ -105,6 +111,7 @@ def worker(
     queues: str | None,
     concurrency: int,
     lease: float,
+    heartbeat: float | None,
     grace: float,
     free_requeues: int,
     worker_id: str | None,
@@ -121,6 +128,7 @@ def worker(
             queues=[q for q in queues.split(",") if q] if queues else None,
             concurrency=concurrency,
             lease=lease,
+            heartbeat_interval=heartbeat,
             grace=grace,
             free_requeues=free_requeues,
             worker_id=worker_id,
