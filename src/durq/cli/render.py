@@ -13,6 +13,8 @@ from durq.job import Job
 from durq.observability.status import STATES
 
 console = Console()
+if not console.is_terminal:  # pipes and logs: do not squeeze tables into 80 columns
+    console = Console(width=160)
 
 
 def ago(seconds: float | None) -> str:
