@@ -1,0 +1,41 @@
+"""The durq app the benchmark uses, in the parent (to enqueue) and in worker children.
+
+Tasks are routed by name, so a parent and a child that both call :func:`make_app` with
+the same URL see the same tasks. ``python -m bench.worker_proc`` takes the URL from
+``--url`` or, failing that, from the ``BENCH_DURQ_URL`` environment variable.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import durq
+
+URL_ENV = "BENCH_DURQ_URL"
+
+
+@dataclass
+class App:
+    dq: durq.Durq
+    noop: durq.Task[Any, Any]
+    stamp: durq.Task[Any, Any]
+
+
+def make_app(url: str | None = None) -> App:
+    """A Durq app on ``url`` (default ``$BENCH_DURQ_URL``) with the two benchmark tasks.
+
+    ``noop`` does nothing; ``stamp`` returns ``time.time()`` when it starts, which the
+    idle-pickup case compares with the moment the producer's enqueue committed.
+    """
+    dq = durq.Durq(url or os.environ[URL_ENV])
+
+    def noop() -> None:
+        return None
+
+    def stamp() -> float:
+        return time.time()
+
+    return App(dq, dq.task(noop), dq.task(stamp))

@@ -1,0 +1,126 @@
+"""A durq worker child: ``python -m bench.worker_proc --url URL --concurrency N --mode M``.
+
+Modes:
+
+* ``drain``: run the worker until nothing is queued or running (``stop_when_idle``), then
+  print one JSON line: the start time (just before ``Worker.run``), the time ``run``
+  returned, and the latest ``finished_at`` among the succeeded jobs (when the queue became
+  empty). Interpreter start-up and imports are excluded.
+* ``serve``: print ``{"event": "ready", ...}`` and serve until the parent writes ``stop``
+  (or closes stdin), then print ``{"event": "stopped", ...}``.
+
+``--profile FILE`` profiles every thread with cProfile and writes the merged stats there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import threading
+import time
+import traceback
+from types import FrameType
+from typing import Any
+
+from bench.common import emit, read_status_kb, watch_stdin
+from bench.durq_app import URL_ENV, make_app
+
+
+class AllThreads:
+    """cProfile for every thread: each new thread enables its own profiler on its first
+    event; :meth:`dump` merges them."""
+
+    def __init__(self) -> None:
+        self.profiles: list[cProfile.Profile] = []
+        self.lock = threading.Lock()
+        self.main = cProfile.Profile()
+
+    def _hook(self, _frame: FrameType, _event: str, _arg: Any) -> None:
+        prof = cProfile.Profile()
+        with self.lock:
+            self.profiles.append(prof)
+        prof.enable()
+
+    def start(self) -> None:
+        threading.setprofile(self._hook)
+        self.main.enable()
+
+    def dump(self, path: str) -> None:
+        self.main.disable()
+        threading.setprofile(None)
+        stats = pstats.Stats(self.main)
+        with self.lock:
+            for prof in self.profiles:
+                prof.disable()
+                stats.add(prof)
+        stats.dump_stats(path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.worker_proc")
+    parser.add_argument("--url", default=os.environ.get(URL_ENV))
+    parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--mode", choices=("drain", "serve"), default="drain")
+    parser.add_argument("--expect", type=int, default=0, help="drain: jobs expected to succeed")
+    parser.add_argument("--profile", default=None)
+    args = parser.parse_args()
+    if not args.url:
+        parser.error(f"give --url or set {URL_ENV}")
+    try:
+        if args.mode == "drain":
+            drain(args.url, args.concurrency, args.expect, args.profile)
+        else:
+            serve(args.url, args.concurrency)
+    except Exception as exc:
+        emit({"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+        raise SystemExit(1) from exc
+
+
+def drain(url: str, concurrency: int, expect: int, profile: str | None) -> None:
+    app = make_app(url)
+    _ = app.dq.store  # open (and migrate) before the clock starts
+    worker = app.dq.worker(concurrency=concurrency, lease=30)
+    profiler = AllThreads() if profile else None
+    if profiler is not None:
+        profiler.start()
+    started = time.time()
+    code = worker.run(install_signals=False, stop_when_idle=True)
+    returned = time.time()
+    if profiler is not None and profile is not None:
+        profiler.dump(profile)
+    done = app.dq.jobs(state="succeeded", limit=max(expect, 1) + 100)
+    ours = [j.finished_at for j in done if j.finished_at is not None and j.finished_at >= started]
+    last_finish = max(ours, default=returned)
+    pending = len(app.dq.jobs(state="queued", limit=10)) + len(
+        app.dq.jobs(state="running", limit=10)
+    )
+    emit(
+        {
+            "event": "drained",
+            "exit_code": code,
+            "started": started,
+            "returned": returned,
+            "last_finish": last_finish,
+            "succeeded": len(ours),
+            "pending": pending,
+            "rss_kb": read_status_kb(os.getpid(), "VmRSS"),
+        }
+    )
+    app.dq.close()
+
+
+def serve(url: str, concurrency: int) -> None:
+    app = make_app(url)
+    _ = app.dq.store
+    worker = app.dq.worker(concurrency=concurrency, lease=30)
+    watch_stdin(worker.request_stop)
+    emit({"event": "ready", "pid": os.getpid()})
+    code = worker.run(install_signals=False, stop_when_idle=False)
+    emit({"event": "stopped", "exit_code": code})
+    app.dq.close()
+
+
+if __name__ == "__main__":
+    main()
