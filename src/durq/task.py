@@ -71,11 +71,30 @@ class Task(Generic[P, R]):
         self.priority = priority
         self.rules = tuple(rules)
         self.is_async = inspect.iscoroutinefunction(fn)
+        self.signature = inspect.signature(fn)
+        params = self.signature.parameters.values()
+        kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        self._names = frozenset(p.name for p in params if p.kind in kinds)
+        self._required = frozenset(
+            p.name for p in params if p.kind in kinds and p.default is p.empty
+        )
+        self._any_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", name)
 
     def __repr__(self) -> str:
         return f"<durq.Task {self.name} queue={self.queue}>"
+
+    def payload_problem(self, payload: dict[str, Any]) -> str | None:
+        """Why ``payload`` cannot be the function's keyword arguments, or None if it can."""
+        keys = payload.keys()
+        if self._required <= keys and (self._any_kwargs or keys <= self._names):
+            return None
+        try:
+            self.signature.bind(**payload)
+        except TypeError as exc:
+            return str(exc)
+        return None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)

@@ -251,3 +251,30 @@ def test_payload_that_does_not_fit_the_signature_fails_for_good(make_app, drain)
     with pytest.raises(durq.JobFailed, match="does not fit"):
         job.wait(1)
     assert job.refresh().attempts == 1 and job.errors[0].kind == "bad_payload"
+
+
+def test_retries_and_failures_are_logged_when_the_app_logs_only_warnings(make_app, drain) -> None:
+    import io
+    import json
+    import logging
+
+    from durq.observability.events import configure_json_logging
+
+    app = make_app()
+
+    @app.task(max_attempts=2, backoff=durq.constant(0))
+    def flaky() -> None:
+        raise durq.Transient("try later")
+
+    stream = io.StringIO()
+    configure_json_logging(stream, level=logging.WARNING)
+    try:
+        job = flaky.enqueue()
+        drain(app)
+    finally:
+        logging.getLogger("durq").handlers.clear()
+        logging.getLogger("durq").propagate = True
+    seen = [json.loads(line)["event"] for line in stream.getvalue().splitlines()]
+    assert seen.count("job_retry_scheduled") == 1 and seen.count("job_failed") == 1
+    assert "job_succeeded" not in seen and "job_started" not in seen
+    assert job.refresh().state == "failed"

@@ -81,6 +81,19 @@ class Store(Protocol):
         """Record outcomes in one transaction; True per outcome whose token still held."""
         ...
 
+    def finish_and_claim(
+        self,
+        outcomes: Sequence[Outcome],
+        queues: Sequence[str],
+        tasks: Sequence[str],
+        limit: int,
+        lease: float,
+        worker_id: str,
+    ) -> tuple[list[bool], list[Claimed]]:
+        """Record ``outcomes`` and claim up to ``limit`` jobs (queues in the order given) in
+        one transaction: the worker's hot path, one commit per batch."""
+        ...
+
     def extend_leases(self, leases: Sequence[tuple[int, int]], lease: float) -> list[int]:
         """Extend (job_id, token) leases; returns the ids whose lease was lost."""
         ...

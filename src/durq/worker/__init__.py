@@ -1,4 +1,4 @@
-"""The worker: small services (claimer, completer, heartbeat, reaper, timeouts) around
+"""The worker: small services (claimer, heartbeat, reaper, timeouts) around
 an executor, supervised by :class:`Worker`."""
 
 from durq.worker.worker import Worker

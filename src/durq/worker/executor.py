@@ -1,13 +1,12 @@
 """One attempt as named steps: decode → resolve task → run → classify → outcome.
 
 Nothing here writes to the store: each step returns an :class:`durq.model.Outcome` that
-the completer records under the attempt's lease token.
+the claimer records under the attempt's lease token.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -49,12 +48,10 @@ class Executor:
         task = self.app.tasks.get(job.task)
         if task is None:  # claims only ask for registered tasks; kept for safety
             return self.failed(job, "UnknownTask", f"unknown task: {job.task}", "unknown_task")
-        try:
-            inspect.signature(task.fn).bind(**payload)
-        except TypeError as exc:
-            return self.failed(
-                job, "BadPayload", f"payload does not fit {task.name}(): {exc}", "bad_payload"
-            )
+        problem = task.payload_problem(payload)
+        if problem is not None:
+            message = f"payload does not fit {task.name}(): {problem}"
+            return self.failed(job, "BadPayload", message, "bad_payload")
         return task, payload
 
     def run_sync(self, job: Claimed, ctx: JobContext) -> Outcome:

@@ -1,4 +1,4 @@
-"""The worker's loops: claimer, completer, heartbeat, reaper and timeouts.
+"""The worker's loops: claimer (which also records outcomes), heartbeat, reaper, timeouts.
 
 Each is a :class:`Service` on its own thread. Store errors that pass (a locked database,
 a full disk) are logged and retried with backoff; anything else stops the worker.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -35,117 +36,98 @@ def passing(exc: BaseException) -> bool:
 
 
 class Claimer(Service):
-    """Fills free slots: claims up to that many ready jobs per queue in one statement,
-    round-robin over the worker's queues; when idle, polls the database's change counter
-    every ``poll_interval`` and claims anyway every ``idle_claim_interval`` (due jobs)."""
+    """The worker's one writer of the hot path: in each transaction it records the outcomes
+    waiting (each row conditional on its own lease token) and claims up to the free slots,
+    round-robin over the worker's queues (DESIGN §3: grouped finishes, batch claims).
+
+    When there is nothing to write and nothing was found last time, it polls the database's
+    change counter every ``poll_interval`` (any commit by another connection wakes it) and
+    claims anyway every ``idle_claim_interval`` so that scheduled jobs start when due.
+    After :meth:`stop_claiming` it only records outcomes; :meth:`stop` flushes and ends.
+    """
 
     name = "claimer"
-
-    def __init__(self, worker: Worker) -> None:
-        super().__init__(worker)
-        self.worker = worker
-
-    def wake(self) -> None:
-        with self.worker.inflight.lock:
-            self.worker.inflight.freed.notify_all()
-
-    def run(self) -> None:
-        w = self.worker
-        store, queues, tasks = w.app.store, w.queues, w.task_names
-        turn = 0
-        pause = 0.01
-        while not self.stopping:
-            free = w.inflight.free_slots()
-            if free <= 0:
-                with w.inflight.lock:
-                    if w.inflight.slots - len(w.inflight.attempts) <= 0 and not self.stopping:
-                        w.inflight.freed.wait(0.1)
-                continue
-            got = 0
-            try:
-                for i in range(len(queues)):
-                    name = queues[(turn + i) % len(queues)]
-                    jobs = store.claim(name, tasks, free, w.lease, w.id)
-                    hit("after_claim")
-                    for job in jobs:
-                        w.dispatch(job)
-                    got += len(jobs)
-                    free -= len(jobs)
-                    if free <= 0 or self.stopping:
-                        break
-                pause = 0.01
-            except Exception as exc:
-                if not passing(exc):
-                    raise
-                events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
-                self.sleep(pause)
-                pause = min(pause * 2, 1.0)
-                continue
-            turn += 1
-            if not got:
-                self.idle()
-
-    def idle(self) -> None:
-        w = self.worker
-        store = w.app.store
-        until = time.monotonic() + w.idle_claim_interval
-        while not self.stopping and time.monotonic() < until:
-            if store.changed():
-                return
-            if self.sleep(w.poll_interval):
-                return
-
-
-class Completer(Service):
-    """Records outcomes: takes every outcome waiting and writes them in one transaction,
-    each row still conditional on its own lease token (grouped finishes, DESIGN §3)."""
-
-    name = "completer"
     max_batch = 1000
 
     def __init__(self, worker: Worker) -> None:
         super().__init__(worker)
         self.worker = worker
-        self.queue: queue.SimpleQueue[tuple[Attempt, Outcome]] = queue.SimpleQueue()
+        self.outcomes: queue.SimpleQueue[tuple[Attempt, Outcome]] = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._claiming = True
 
     def submit(self, attempt: Attempt, outcome: Outcome) -> None:
-        self.queue.put((attempt, outcome))
+        """Hand over an attempt's outcome; it is committed with the next transaction."""
+        self.outcomes.put((attempt, outcome))
+        self._wake.set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop_claiming(self) -> None:
+        self._claiming = False
+        self._wake.set()
+
+    def _take_outcomes(self) -> list[tuple[Attempt, Outcome]]:
+        batch: list[tuple[Attempt, Outcome]] = []
+        while len(batch) < self.max_batch:
+            try:
+                batch.append(self.outcomes.get_nowait())
+            except queue.Empty:
+                break
+        return batch
 
     def run(self) -> None:
-        while True:
-            try:
-                first = self.queue.get(timeout=0.05)
-            except queue.Empty:
-                if self.stopping:
-                    return
-                continue
-            batch = [first]
-            while len(batch) < self.max_batch:
-                try:
-                    batch.append(self.queue.get_nowait())
-                except queue.Empty:
-                    break
-            self.flush(batch)
-
-    def flush(self, batch: list[tuple[Attempt, Outcome]]) -> None:
         w = self.worker
+        store, tasks = w.app.store, w.task_names
+        turn = 0
+        want = True  # whether a claim may find something
         pause = 0.01
+        idle_until = time.monotonic() + w.idle_claim_interval
         while True:
+            self._wake.clear()
+            batch = self._take_outcomes()
+            free = w.inflight.free_slots() if self._claiming else 0
+            claim_now = free > 0 and want
+            if not batch and not claim_now:
+                if self.stopping and self.outcomes.empty():
+                    return
+                if free > 0 and (time.monotonic() >= idle_until or store.changed()):
+                    want = True
+                    continue
+                self._wake.wait(w.poll_interval if free > 0 else 0.1)
+                continue
+            queues = w.queues[turn % len(w.queues) :] + w.queues[: turn % len(w.queues)]
+            turn += 1
             try:
-                hit("before_finish")
-                applied = w.app.store.finish([o for _, o in batch])
-                break
+                if batch:
+                    hit("before_finish")
+                applied, claimed = store.finish_and_claim(
+                    [o for _, o in batch], queues, tasks, free if claim_now else 0, w.lease, w.id
+                )
+                pause = 0.01
             except Exception as exc:
                 if not passing(exc):
                     raise
                 events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
-                time.sleep(pause)
+                for item in batch:  # not written: put back, in order, for the next try
+                    self.outcomes.put(item)
+                self.sleep(pause)
                 pause = min(pause * 2, 1.0)
-        log_events = events.enabled()
-        for (attempt, outcome), ok in zip(batch, applied, strict=True):
-            w.inflight.settle(attempt)
-            if log_events or not ok:
-                w.report(attempt, outcome, ok)
+                continue
+            if claimed:
+                hit("after_claim")
+            for job in claimed:
+                w.dispatch(job)
+            if claim_now:
+                want = len(claimed) >= free
+                idle_until = time.monotonic() + w.idle_claim_interval
+            log_events = events.enabled()
+            for (attempt, outcome), ok in zip(batch, applied, strict=True):
+                w.inflight.settle(attempt)
+                # successes log at INFO; retries, failures and stale outcomes at WARNING+
+                if log_events or not ok or outcome.kind != "succeeded":
+                    w.report(attempt, outcome, ok)
 
 
 class Heartbeat(Service):
@@ -243,7 +225,7 @@ class Timeouts(Service):
                 attempt.ctx.mark_lease_lost()
                 task = w.app.tasks[attempt.job.task]
                 outcome = w.executor.timed_out(attempt.job, task.timeout or 0.0)
-                w.completer.submit(attempt, outcome)
+                w.claimer.submit(attempt, outcome)
 
 
 def error_json(kind: str, message: str, attempt: int, at: float) -> str:

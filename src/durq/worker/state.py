@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from durq.context import JobContext
@@ -14,8 +15,9 @@ from durq.model import Claimed
 class Attempt:
     """One claimed job on this worker.
 
-    The slot stays taken until both the outcome is settled (committed, fenced out or
-    dropped) and the code running it has returned: a timed-out thread keeps its slot.
+    Its slot is taken while its code runs (a timed-out thread keeps its slot until it
+    returns). The attempt stays in the table, and its lease is heartbeated, until its
+    outcome is settled: committed, fenced out, or dropped.
     """
 
     job: Claimed
@@ -28,21 +30,25 @@ class Attempt:
 
 
 class InFlight:
-    """Attempts in flight, and a condition signalled whenever a slot frees."""
+    """Attempts in flight. ``freed`` is notified whenever an attempt leaves the table;
+    ``on_free`` is called whenever a slot frees (code returned)."""
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, on_free: Callable[[], None] = lambda: None) -> None:
         self.slots = slots
         self.lock = threading.Lock()
         self.freed = threading.Condition(self.lock)
         self.attempts: dict[int, Attempt] = {}
+        self.busy = 0  # attempts whose code has not returned
+        self._on_free = on_free
 
     def free_slots(self) -> int:
         with self.lock:
-            return self.slots - len(self.attempts)
+            return self.slots - self.busy
 
     def add(self, attempt: Attempt) -> None:
         with self.lock:
             self.attempts[attempt.job.id] = attempt
+            self.busy += 1
 
     def leases(self) -> list[tuple[int, int]]:
         """(job id, token) of attempts whose lease must be kept alive."""
@@ -67,11 +73,15 @@ class InFlight:
         """Mark the code as returned; False when its outcome must be dropped (abandoned)."""
         with self.lock:
             attempt.returned = True
+            self.busy -= 1
             if attempt.abandoned:
                 attempt.settled = True
                 self._maybe_free(attempt)
-                return False
-            return True
+                keep = False
+            else:
+                keep = True
+        self._on_free()
+        return keep
 
     def abandon_unreturned(self) -> list[Attempt]:
         """At shutdown: take every attempt whose code is still running; their outcomes drop."""

@@ -21,7 +21,7 @@ from durq.observability import events
 from durq.store.base import WorkerInfo
 from durq.worker.executor import Executor
 from durq.worker.runners import AsyncRunner, ThreadRunner
-from durq.worker.services import Claimer, Completer, Heartbeat, Reaper, Timeouts, error_json
+from durq.worker.services import Claimer, Heartbeat, Reaper, Timeouts, error_json
 from durq.worker.state import Attempt, InFlight
 
 if TYPE_CHECKING:
@@ -91,10 +91,9 @@ class Worker:
         self.poll_interval = poll_interval
         self.idle_claim_interval = idle_claim_interval
         self.reap_interval = reap_interval or min(5.0, max(self.lease / 2, 0.1))
-        self.inflight = InFlight(concurrency)
         self.executor = Executor(app)
         self.claimer = Claimer(self)
-        self.completer = Completer(self)
+        self.inflight = InFlight(concurrency, on_free=self.claimer.wake)
         self.heartbeat = Heartbeat(self)
         self.reaper = Reaper(self)
         self.timeouts = Timeouts(self)
@@ -128,7 +127,7 @@ class Worker:
         )
         self.reaper.reap_once()
         self._threads = ThreadRunner(self.concurrency)
-        for service in (self.completer, self.heartbeat, self.reaper, self.claimer):
+        for service in (self.heartbeat, self.reaper, self.claimer):
             service.start()
         if any(t.timeout is not None and not t.is_async for t in self.app.tasks.values()):
             self.timeouts.start()
@@ -219,7 +218,7 @@ class Worker:
         grace = self.grace if grace is None else grace
         if not self._started:
             return self.exit_code
-        self.claimer.stop()
+        self.claimer.stop_claiming()
         self.timeouts.stop()
         deadline = time.monotonic() + grace
         with self.inflight.lock:
@@ -229,7 +228,7 @@ class Worker:
                     break
                 self.inflight.freed.wait(min(left, 0.1))
         abandoned = self.inflight.abandon_unreturned()
-        self.completer.stop(timeout=60.0)
+        self.claimer.stop(timeout=60.0)  # records the outcomes still waiting, then ends
         for attempt in abandoned:
             attempt.ctx.mark_lease_lost()
             self._release(attempt)
@@ -312,7 +311,7 @@ class Worker:
         except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt in a task
             outcome = self._internal_failure(attempt, exc)
         if self.inflight.returned(attempt):
-            self.completer.submit(attempt, outcome)
+            self.claimer.submit(attempt, outcome)
 
     async def _run_async(self, attempt: Attempt) -> None:
         try:
@@ -320,7 +319,7 @@ class Worker:
         except BaseException as exc:  # noqa: BLE001
             outcome = self._internal_failure(attempt, exc)
         if self.inflight.returned(attempt):
-            self.completer.submit(attempt, outcome)
+            self.claimer.submit(attempt, outcome)
 
     def _internal_failure(self, attempt: Attempt, exc: BaseException) -> Outcome:
         job = attempt.job
@@ -338,7 +337,7 @@ class Worker:
         )
 
     def report(self, attempt: Attempt, outcome: Outcome, applied: bool) -> None:
-        """Log what became of an outcome (called by the completer after the commit)."""
+        """Log what became of an outcome (called by the claimer after the commit)."""
         job = attempt.job
         base: dict[str, Any] = {
             "id": job.id,

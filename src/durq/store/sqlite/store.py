@@ -150,45 +150,62 @@ class SqliteStore:
     def claim(
         self, queue: str, tasks: Sequence[str], limit: int, lease: float, worker_id: str
     ) -> list[Claimed]:
-        conn = self._conn()
-        now = self.now()
-        params = {
-            "queue": queue,
-            "tasks": json.dumps(list(tasks)),
-            "limit": limit,
-            "now": now,
-            "expires": now + lease,
-            "worker_id": worker_id,
-        }
-        with self._write():
-            rows = conn.execute(q.CLAIM, params).fetchall()
-        rows.sort(key=lambda r: (r[8], r[9], r[0]))
-        return [Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]) for r in rows]
+        return self.finish_and_claim((), [queue], tasks, limit, lease, worker_id)[1]
 
     def finish(self, outcomes: Sequence[Outcome]) -> list[bool]:
+        return self.finish_and_claim(outcomes, (), (), 0, 0.0, "")[0]
+
+    def finish_and_claim(
+        self,
+        outcomes: Sequence[Outcome],
+        queues: Sequence[str],
+        tasks: Sequence[str],
+        limit: int,
+        lease: float,
+        worker_id: str,
+    ) -> tuple[list[bool], list[Claimed]]:
         conn = self._conn()
         now = self.now()
         applied: list[bool] = []
+        claimed: list[Claimed] = []
         with self._write():
             for o in outcomes:
-                if o.kind == "succeeded":
-                    params: dict[str, Any] = {
-                        "id": o.job_id,
-                        "token": o.lease_token,
-                        "result": o.result,
-                        "now": now,
-                    }
-                    cur = conn.execute(q.FINISH_SUCCEEDED, params)
-                else:
-                    error = json.dumps(o.error.to_dict()) if o.error else "{}"
-                    params = {"id": o.job_id, "token": o.lease_token, "error": error, "now": now}
-                    if o.kind == "retry":
-                        params["run_at"] = o.run_at if o.run_at is not None else now
-                        cur = conn.execute(q.FINISH_RETRY, params)
-                    else:
-                        cur = conn.execute(q.FINISH_FAILED, params)
-                applied.append(cur.rowcount == 1)
-        return applied
+                applied.append(self._finish_one(conn, o, now))
+            if limit > 0 and queues:
+                params: dict[str, Any] = {
+                    "tasks": json.dumps(list(tasks)),
+                    "now": now,
+                    "expires": now + lease,
+                    "worker_id": worker_id,
+                }
+                for queue in queues:
+                    params["queue"] = queue
+                    params["limit"] = limit - len(claimed)
+                    rows = conn.execute(q.CLAIM, params).fetchall()
+                    rows.sort(key=lambda r: (r[8], r[9], r[0]))
+                    claimed.extend(
+                        Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]) for r in rows
+                    )
+                    if len(claimed) >= limit:
+                        break
+        return applied, claimed
+
+    @staticmethod
+    def _finish_one(conn: sqlite3.Connection, o: Outcome, now: float) -> bool:
+        if o.kind == "succeeded":
+            params: dict[str, Any] = {
+                "id": o.job_id,
+                "token": o.lease_token,
+                "result": o.result,
+                "now": now,
+            }
+            return conn.execute(q.FINISH_SUCCEEDED, params).rowcount == 1
+        error = json.dumps(o.error.to_dict()) if o.error else "{}"
+        params = {"id": o.job_id, "token": o.lease_token, "error": error, "now": now}
+        if o.kind == "retry":
+            params["run_at"] = o.run_at if o.run_at is not None else now
+            return conn.execute(q.FINISH_RETRY, params).rowcount == 1
+        return conn.execute(q.FINISH_FAILED, params).rowcount == 1
 
     def extend_leases(self, leases: Sequence[tuple[int, int]], lease: float) -> list[int]:
         if not leases:
