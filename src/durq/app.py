@@ -247,9 +247,10 @@ class Durq:
         task: Task[Any, Any] | None,
     ) -> Job:
         """:meth:`enqueue` with an :class:`EnqueueOptions` (used by tasks)."""
-        new = self._new_job(task_name, payload, opts, task, opts.key)
+        template, now = self._template(task_name, opts, task)
+        new = self._with_payload(template, payload, opts.key)
         ((job_id, created),) = self.store.enqueue([new])
-        return self._job_after_insert(new, job_id, created)
+        return self._job_after_insert(new, job_id, created, now, events.enabled())
 
     def enqueue_many_with(
         self,
@@ -265,27 +266,27 @@ class Durq:
             raise ConfigError(f"{len(keys)} keys for {len(items)} items")
         if opts.key is not None:
             raise ConfigError("options(key=...) names one job; pass keys=[...] to enqueue_many")
-        news = [
-            self._new_job(task_name, item, opts, task, keys[i] if keys is not None else None)
-            for i, item in enumerate(items)
-        ]
+        template, now = self._template(task_name, opts, task)
+        if keys is None:
+            news = [self._with_payload(template, item, None) for item in items]
+        else:
+            news = [
+                self._with_payload(template, item, key)
+                for item, key in zip(items, keys, strict=True)
+            ]
         if not news:
             return []
         ids = self.store.enqueue(news)
-        return [self._job_after_insert(n, i, c) for n, (i, c) in zip(news, ids, strict=True)]
+        log = events.enabled()
+        return [
+            self._job_after_insert(n, i, c, now, log) for n, (i, c) in zip(news, ids, strict=True)
+        ]
 
-    def _new_job(
-        self,
-        task_name: str,
-        payload: Mapping[str, Any],
-        opts: EnqueueOptions,
-        task: Task[Any, Any] | None,
-        key: str | None,
-    ) -> NewJob:
+    def _template(
+        self, task_name: str, opts: EnqueueOptions, task: Task[Any, Any] | None
+    ) -> tuple[NewJob, float]:
+        """Validate the options once; returns a NewJob without payload or key, and now."""
         _check_name("task name", task_name)
-        body = encode_payload(
-            dict(payload) if isinstance(payload, Mapping) else payload, self.payload_limit
-        )
         queue = opts.queue if opts.queue is not None else (task.queue if task else DEFAULT_QUEUE)
         _check_name("queue", queue)
         max_attempts = (
@@ -298,10 +299,6 @@ class Durq:
         priority = opts.priority if opts.priority is not None else (task.priority if task else 0)
         if not isinstance(priority, int):
             raise ConfigError(f"priority must be an int, not {priority!r}")
-        if key is not None and (not isinstance(key, str) or not key or len(key) > 1000):
-            raise ConfigError(
-                f"key must be a non-empty str of at most 1000 characters, not {key!r}"
-            )
         now = self.store.now()
         run_at = now
         if opts.delay is not None and opts.run_at is not None:
@@ -325,41 +322,34 @@ class Durq:
                 )
             run_at = float(opts.run_at)
         meta = encode(dict(opts.meta), what="meta", limit=self.payload_limit) if opts.meta else None
-        return NewJob(queue, task_name, body, priority, run_at, max_attempts, key, meta)
+        return NewJob(queue, task_name, "", priority, run_at, max_attempts, None, meta), now
 
-    def _job_after_insert(self, new: NewJob, job_id: int, created: bool) -> Job:
+    def _with_payload(self, t: NewJob, payload: Mapping[str, Any], key: str | None) -> NewJob:
+        if not isinstance(payload, dict) and isinstance(payload, Mapping):
+            payload = dict(payload)
+        body = encode_payload(payload, self.payload_limit)
+        if key is not None and (not isinstance(key, str) or not key or len(key) > 1000):
+            raise ConfigError(
+                f"key must be a non-empty str of at most 1000 characters, not {key!r}"
+            )
+        return NewJob(t.queue, t.task, body, t.priority, t.run_at, t.max_attempts, key, t.meta)
+
+    def _job_after_insert(
+        self, new: NewJob, job_id: int, created: bool, now: float, log: bool
+    ) -> Job:
         if not created:
             record = self.store.get(job_id)
             if record is None:  # pruned between the insert and the read
                 raise JobNotFound(f"job {job_id} vanished")
             return Job(self.store, record)
-        if events.enabled():
+        if log:
             events.emit(
                 events.JOB_ENQUEUED, id=job_id, queue=new.queue, task=new.task, run_at=new.run_at
             )
         record = JobRecord(
-            job_id,
-            new.queue,
-            new.task,
-            new.payload,
-            new.priority,
-            new.run_at,
-            0,
-            new.max_attempts,
-            "queued",
-            None,
-            None,
-            None,
-            new.key,
-            self.store.now(),
-            None,
-            None,
-            None,
-            None,
-            "[]",
-            new.meta,
-            0,
-        )
+            job_id, new.queue, new.task, new.payload, new.priority, new.run_at, 0, new.max_attempts,
+            "queued", None, None, None, new.key, now, None, None, None, None, "[]", new.meta, 0,
+        )  # fmt: skip
         return Job(self.store, record)
 
     # -- reading and steering -------------------------------------------------------------

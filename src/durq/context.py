@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextvars
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +33,7 @@ class JobContext:
     max_attempts: int
     lease_token: int
     _write_progress: Callable[[int, int, str], bool] = field(repr=False)
-    _lost: threading.Event = field(default_factory=threading.Event, repr=False)
+    _lost: bool = field(default=False, repr=False)
 
     @property
     def lease_lost(self) -> bool:
@@ -42,10 +41,10 @@ class JobContext:
 
         A task that sees it should stop: nothing it writes for this job will be kept.
         """
-        return self._lost.is_set()
+        return self._lost
 
     def mark_lease_lost(self) -> None:
-        self._lost.set()
+        self._lost = True
 
     def progress(self, fraction: float, message: str = "", **extra: Any) -> bool:
         """Persist progress for this job (shown by ``durq jobs show`` and ``durq status``).

@@ -20,6 +20,12 @@ def _reject_nan(value: str) -> Any:
     raise ValueError(f"{value} is not valid JSON")
 
 
+# One encoder and one decoder for the process: json.dumps/loads with options build new ones
+# on every call, which shows on the worker's hot path.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_nan)
+
+
 def encode(value: Any, *, what: str = "payload", limit: int | None = DEFAULT_PAYLOAD_LIMIT) -> str:
     """Encode ``value`` as compact JSON.
 
@@ -37,7 +43,7 @@ def encode(value: Any, *, what: str = "payload", limit: int | None = DEFAULT_PAY
         PayloadTooLarge: (a ``TypeError`` and ``ValueError``) the encoding exceeds ``limit``.
     """
     try:
-        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+        text = _ENCODER.encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise PayloadError(f"{what} is not JSON-serialisable: {exc}") from None
     if limit is not None and len(text) > limit:
@@ -71,7 +77,7 @@ def decode_payload(text: str) -> dict[str, Any]:
         UndecodablePayload: the text is not JSON, or not a JSON object.
     """
     try:
-        value = json.loads(text, parse_constant=_reject_nan)
+        value = _STRICT_DECODER.decode(text)
     except (TypeError, ValueError, RecursionError) as exc:
         raise UndecodablePayload(f"stored payload is not valid JSON: {exc}") from None
     if not isinstance(value, dict):

@@ -74,14 +74,12 @@ class InFlight:
         with self.lock:
             attempt.returned = True
             self.busy -= 1
-            if attempt.abandoned:
-                attempt.settled = True
-                self._maybe_free(attempt)
-                keep = False
-            else:
-                keep = True
+            if not attempt.abandoned:
+                return True  # the caller hands on the outcome, which wakes the claimer
+            attempt.settled = True
+            self._maybe_free(attempt)
         self._on_free()
-        return keep
+        return False
 
     def abandon_unreturned(self) -> list[Attempt]:
         """At shutdown: take every attempt whose code is still running; their outcomes drop."""

@@ -12,11 +12,20 @@ JOB_COLUMNS = (
     "errors, meta, shutdown_requeues"
 )
 
+# Positional, for executemany: (id, queue, task, payload, priority, run_at, max_attempts,
+# key, created_at, meta).
 INSERT_JOB = """
 INSERT INTO jobs (id, queue, task, payload, priority, run_at, max_attempts, state, key,
                   created_at, meta)
-VALUES (:id, :queue, :task, :payload, :priority, :run_at, :max_attempts, 'queued', :key,
+VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)
+"""
+
+INSERT_ONE = """
+INSERT INTO jobs (queue, task, payload, priority, run_at, max_attempts, state, key,
+                  created_at, meta)
+VALUES (:queue, :task, :payload, :priority, :run_at, :max_attempts, 'queued', :key,
         :created_at, :meta)
+RETURNING id
 """
 
 INSERT_JOB_KEYED = """
@@ -142,11 +151,16 @@ ORDER BY id DESC
 LIMIT :limit
 """
 
+# Each branch reads the index of its states: jobs_ready, jobs_leases, jobs_finished.
 COUNT_BY_STATE = """
-SELECT queue, state, (CASE WHEN state = 'queued' AND run_at > :now THEN 1 ELSE 0 END) AS later,
+SELECT queue, 'queued', (CASE WHEN run_at > :now THEN 1 ELSE 0 END) AS later,
        (CASE WHEN attempts > 0 THEN 1 ELSE 0 END) AS retried, count(*)
-FROM jobs
-GROUP BY queue, state, later, retried
+FROM jobs WHERE state = 'queued' GROUP BY queue, later, retried
+UNION ALL
+SELECT queue, 'running', 0, 0, count(*) FROM jobs WHERE state = 'running' GROUP BY queue
+UNION ALL
+SELECT queue, state, 0, 0, count(*) FROM jobs INDEXED BY jobs_finished
+WHERE finished_at IS NOT NULL GROUP BY state, queue
 """
 
 OLDEST_READY = """
@@ -158,9 +172,12 @@ SELECT queue, task, count(*) FROM jobs WHERE state = 'queued' GROUP BY queue, ta
 """
 
 HAS_PENDING = """
-SELECT count(*) FROM jobs
-WHERE state IN ('queued', 'running') AND queue IN (SELECT value FROM json_each(:queues))
-  AND task IN (SELECT value FROM json_each(:tasks))
+SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued'
+                 AND queue IN (SELECT value FROM json_each(:queues))
+                 AND task IN (SELECT value FROM json_each(:tasks)))
+    OR EXISTS (SELECT 1 FROM jobs WHERE state = 'running'
+                 AND queue IN (SELECT value FROM json_each(:queues))
+                 AND task IN (SELECT value FROM json_each(:tasks)))
 """
 
 NEXT_RUN_AT = """

@@ -18,6 +18,7 @@ from durq.store.sqlite.connection import (
     connect,
     migrate,
     parse_url,
+    retry_busy,
     translate,
     write_transaction,
 )
@@ -106,41 +107,48 @@ class SqliteStore:
     def enqueue(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
         conn = self._conn()
         now = self.now()
+        if len(jobs) == 1 and jobs[0].key is None:
+            # One row, one statement: SQLite wraps it in its own write transaction.
+            job = jobs[0]
+            row = {
+                "queue": job.queue, "task": job.task, "payload": job.payload,
+                "priority": job.priority, "run_at": job.run_at, "max_attempts": job.max_attempts,
+                "key": None, "created_at": now, "meta": job.meta,
+            }  # fmt: skip
+            try:
+                hit = retry_busy(lambda: conn.execute(q.INSERT_ONE, row).fetchone(), self.options)
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path) from exc
+            return [(int(hit[0]), True)]
         out: list[tuple[int, bool]] = []
         with self._write():
             next_id = conn.execute(q.LAST_JOB_ID).fetchone()[0]
-            plain: list[dict[str, Any]] = []
+            plain: list[tuple[Any, ...]] = []
             for job in jobs:
-                row = {
-                    "queue": job.queue,
-                    "task": job.task,
-                    "payload": job.payload,
-                    "priority": job.priority,
-                    "run_at": job.run_at,
-                    "max_attempts": job.max_attempts,
-                    "key": job.key,
-                    "created_at": now,
-                    "meta": job.meta,
-                }
                 if job.key is None:
                     next_id += 1
-                    row["id"] = next_id
-                    plain.append(row)
+                    plain.append((
+                        next_id, job.queue, job.task, job.payload, job.priority, job.run_at,
+                        job.max_attempts, None, now, job.meta,
+                    ))  # fmt: skip
                     out.append((next_id, True))
                     continue
                 # Keyed rows go one by one: a conflict returns the existing job.
                 if plain:
                     conn.executemany(q.INSERT_JOB, plain)
                     plain = []
+                row = {
+                    "queue": job.queue, "task": job.task, "payload": job.payload,
+                    "priority": job.priority, "run_at": job.run_at, "max_attempts": job.max_attempts,
+                    "key": job.key, "created_at": now, "meta": job.meta,
+                }  # fmt: skip
                 hit = conn.execute(q.INSERT_JOB_KEYED, row).fetchone()
                 if hit is not None:
                     out.append((hit[0], True))
                     next_id = max(next_id, hit[0])
                 else:
-                    existing = conn.execute(
-                        q.SELECT_JOB_BY_KEY, {"queue": job.queue, "key": job.key}
-                    ).fetchone()
-                    out.append((existing[0], False))
+                    key = {"queue": job.queue, "key": job.key}
+                    out.append((conn.execute(q.SELECT_JOB_BY_KEY, key).fetchone()[0], False))
             if plain:
                 conn.executemany(q.INSERT_JOB, plain)
         return out

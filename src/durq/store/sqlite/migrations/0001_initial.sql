@@ -34,9 +34,6 @@ CREATE INDEX jobs_leases ON jobs (lease_expires_at) WHERE state = 'running';
 -- Idempotency: one job per (queue, key).
 CREATE UNIQUE INDEX jobs_key ON jobs (queue, key) WHERE key IS NOT NULL;
 
--- Listing by state (status counts, dashboards) without scanning history.
-CREATE INDEX jobs_state ON jobs (state, queue);
-
 CREATE TABLE queues (
     name      TEXT PRIMARY KEY,
     paused    INTEGER NOT NULL DEFAULT 0,
