@@ -17,7 +17,7 @@ from durq.model import JobRecord
 from durq.observability import events
 from durq.payload import DEFAULT_PAYLOAD_LIMIT, encode, encode_payload
 from durq.retry import Backoff, as_backoff
-from durq.store import NewJob, Store, open_store
+from durq.store import Inserted, NewJob, Store, open_store
 from durq.task import EnqueueOptions, Task
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -247,10 +247,9 @@ class Durq:
         task: Task[Any, Any] | None,
     ) -> Job:
         """:meth:`enqueue` with an :class:`EnqueueOptions` (used by tasks)."""
-        template, now = self._template(task_name, opts, task)
-        new = self._with_payload(template, payload, opts.key)
-        ((job_id, created),) = self.store.enqueue([new])
-        return self._job_after_insert(new, job_id, created, now, events.enabled())
+        new = self._with_payload(self._template(task_name, opts, task), payload, opts.key)
+        (inserted,) = self.store.enqueue([new])
+        return self._job_after_insert(new, inserted, events.enabled())
 
     def enqueue_many_with(
         self,
@@ -266,7 +265,7 @@ class Durq:
             raise ConfigError(f"{len(keys)} keys for {len(items)} items")
         if opts.key is not None:
             raise ConfigError("options(key=...) names one job; pass keys=[...] to enqueue_many")
-        template, now = self._template(task_name, opts, task)
+        template = self._template(task_name, opts, task)
         if keys is None:
             news = [self._with_payload(template, item, None) for item in items]
         else:
@@ -276,16 +275,14 @@ class Durq:
             ]
         if not news:
             return []
-        ids = self.store.enqueue(news)
+        inserted = self.store.enqueue(news)
         log = events.enabled()
-        return [
-            self._job_after_insert(n, i, c, now, log) for n, (i, c) in zip(news, ids, strict=True)
-        ]
+        return [self._job_after_insert(n, i, log) for n, i in zip(news, inserted, strict=True)]
 
     def _template(
         self, task_name: str, opts: EnqueueOptions, task: Task[Any, Any] | None
-    ) -> tuple[NewJob, float]:
-        """Validate the options once; returns a NewJob without payload or key, and now."""
+    ) -> NewJob:
+        """Validate the options once; returns a NewJob without payload or key."""
         _check_name("task name", task_name)
         queue = opts.queue if opts.queue is not None else (task.queue if task else DEFAULT_QUEUE)
         _check_name("queue", queue)
@@ -299,8 +296,8 @@ class Durq:
         priority = opts.priority if opts.priority is not None else (task.priority if task else 0)
         if not isinstance(priority, int):
             raise ConfigError(f"priority must be an int, not {priority!r}")
-        now = self.store.now()
-        run_at = now
+        run_at: float | None = None
+        delay = 0.0
         if opts.delay is not None and opts.run_at is not None:
             raise ConfigError("give delay or run_at, not both")
         if opts.delay is not None:
@@ -310,7 +307,7 @@ class Durq:
                 and math.isfinite(opts.delay)
             ):
                 raise ConfigError(f"delay must be a number of seconds >= 0, not {opts.delay!r}")
-            run_at = now + opts.delay
+            delay = float(opts.delay)
         elif isinstance(opts.run_at, datetime):
             if opts.run_at.tzinfo is None:
                 raise ConfigError("run_at must be timezone-aware (e.g. datetime.now(timezone.utc))")
@@ -322,7 +319,7 @@ class Durq:
                 )
             run_at = float(opts.run_at)
         meta = encode(dict(opts.meta), what="meta", limit=self.payload_limit) if opts.meta else None
-        return NewJob(queue, task_name, "", priority, run_at, max_attempts, None, meta), now
+        return NewJob(queue, task_name, "", priority, run_at, max_attempts, None, meta, delay)
 
     def _with_payload(self, t: NewJob, payload: Mapping[str, Any], key: str | None) -> NewJob:
         if not isinstance(payload, dict) and isinstance(payload, Mapping):
@@ -332,23 +329,24 @@ class Durq:
             raise ConfigError(
                 f"key must be a non-empty str of at most 1000 characters, not {key!r}"
             )
-        return NewJob(t.queue, t.task, body, t.priority, t.run_at, t.max_attempts, key, t.meta)
+        return NewJob(
+            t.queue, t.task, body, t.priority, t.run_at, t.max_attempts, key, t.meta, t.delay
+        )
 
-    def _job_after_insert(
-        self, new: NewJob, job_id: int, created: bool, now: float, log: bool
-    ) -> Job:
-        if not created:
-            record = self.store.get(job_id)
+    def _job_after_insert(self, new: NewJob, ins: Inserted, log: bool) -> Job:
+        if not ins.created:
+            record = self.store.get(ins.id)
             if record is None:  # pruned between the insert and the read
-                raise JobNotFound(f"job {job_id} vanished")
+                raise JobNotFound(f"job {ins.id} vanished")
             return Job(self.store, record)
         if log:
             events.emit(
-                events.JOB_ENQUEUED, id=job_id, queue=new.queue, task=new.task, run_at=new.run_at
+                events.JOB_ENQUEUED, id=ins.id, queue=new.queue, task=new.task, run_at=ins.run_at
             )
         record = JobRecord(
-            job_id, new.queue, new.task, new.payload, new.priority, new.run_at, 0, new.max_attempts,
-            "queued", None, None, None, new.key, now, None, None, None, None, "[]", new.meta, 0,
+            ins.id, new.queue, new.task, new.payload, new.priority, ins.run_at, 0, new.max_attempts,
+            "queued", None, None, None, new.key, ins.created_at, None, None, None, None, "[]",
+            new.meta, 0,
         )  # fmt: skip
         return Job(self.store, record)
 

@@ -113,7 +113,9 @@ class Claimed:
 class Outcome:
     """What one attempt came to, handed to the store to record under the lease token.
 
-    ``kind`` is one of ``succeeded``, ``retry``, ``failed``.
+    ``kind`` is one of ``succeeded``, ``retry``, ``failed``. A retry runs again ``delay``
+    seconds after the store's clock at the time it is recorded (the database's clock on
+    PostgreSQL), never at a time computed from the worker's clock.
     """
 
     job_id: int
@@ -121,7 +123,7 @@ class Outcome:
     kind: str
     result: str | None = None
     error: AttemptError | None = None
-    run_at: float | None = None
+    delay: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

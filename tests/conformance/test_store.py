@@ -102,7 +102,7 @@ def test_stale_token_cannot_finish_retry_heartbeat_progress_or_release(
     assert new.id == job.id and new.attempt == 2
     s = app.store
     assert s.finish([Outcome(old.id, old.lease_token, "succeeded", result='"A"')]) == [False]
-    assert s.finish([Outcome(old.id, old.lease_token, "retry", error=err(1), run_at=0)]) == [False]
+    assert s.finish([Outcome(old.id, old.lease_token, "retry", error=err(1), delay=0)]) == [False]
     assert s.finish([Outcome(old.id, old.lease_token, "failed", error=err(1))]) == [False]
     assert s.extend_leases([(old.id, old.lease_token)], LEASE) == [old.id]
     assert s.set_progress(old.id, old.lease_token, '{"fraction": 1}') is False
@@ -122,7 +122,7 @@ def test_grouped_finish_applies_each_row_on_its_own_token(app: durq.Durq) -> Non
     outcomes = [
         Outcome(a.id, a.lease_token, "succeeded", result="1"),
         Outcome(b.id, b.lease_token + 1, "succeeded", result="2"),  # wrong token
-        Outcome(c.id, c.lease_token, "retry", error=err(1), run_at=app.store.now() + 60),
+        Outcome(c.id, c.lease_token, "retry", error=err(1), delay=60),
     ]
     assert app.store.finish(outcomes) == [True, False, True]
     assert app.get(a.id).state == "succeeded"
@@ -234,7 +234,7 @@ def test_attempts_and_backoff_survive_a_restart(
     register(app)
     job = app.tasks["work"].enqueue()
     (c,) = claim(app)
-    app.store.finish([Outcome(c.id, c.lease_token, "retry", error=err(1), run_at=clock.now + 120)])
+    app.store.finish([Outcome(c.id, c.lease_token, "retry", error=err(1), delay=120)])
     app.close()
     reopened = make()
     register(reopened)

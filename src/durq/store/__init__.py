@@ -6,9 +6,9 @@ import time
 from collections.abc import Callable
 
 from durq.errors import ConfigError
-from durq.store.base import NewJob, StatusData, Store, WorkerInfo
+from durq.store.base import Inserted, NewJob, StatusData, Store, WorkerInfo
 
-__all__ = ["NewJob", "StatusData", "Store", "WorkerInfo", "open_store"]
+__all__ = ["Inserted", "NewJob", "StatusData", "Store", "WorkerInfo", "open_store"]
 
 
 def open_store(url: str, *, clock: Callable[[], float] = time.time) -> Store:

@@ -16,16 +16,32 @@ from durq.model import Claimed, JobRecord, Outcome, ReapSummary
 
 @dataclass(frozen=True, slots=True)
 class NewJob:
-    """A job to insert. ``payload`` and ``meta`` are already JSON-encoded."""
+    """A job to insert. ``payload`` and ``meta`` are already JSON-encoded.
+
+    It may run at ``run_at`` (seconds since the epoch) when given, else ``delay`` seconds
+    after the store's clock at insert time.
+    """
 
     queue: str
     task: str
     payload: str
     priority: int
-    run_at: float
+    run_at: float | None
     max_attempts: int
     key: str | None = None
     meta: str | None = None
+    delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Inserted:
+    """What an insert came to: the job's id, whether it is new (False: its key existed),
+    and, for a new job, its run_at and created_at on the store's clock."""
+
+    id: int
+    created: bool
+    run_at: float
+    created_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +85,8 @@ class Store(Protocol):
 
     def migrate(self) -> int: ...
 
-    def enqueue(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
-        """Insert jobs in one transaction; returns (id, created) per job, in order."""
+    def enqueue(self, jobs: Sequence[NewJob]) -> list[Inserted]:
+        """Insert jobs in one transaction; one :class:`Inserted` per job, in order."""
         ...
 
     def claim(

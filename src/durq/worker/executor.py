@@ -150,4 +150,4 @@ class Executor:
         if delay is None:
             backoff = task.backoff if task is not None else self.app.get_task(job.task).backoff
             delay = max(0.0, float(backoff.delay(job.attempt, exc)))
-        return Outcome(job.id, job.lease_token, "retry", error=error, run_at=now + delay)
+        return Outcome(job.id, job.lease_token, "retry", error=error, delay=delay)

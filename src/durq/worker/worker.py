@@ -332,9 +332,7 @@ class Worker:
             "transient",
         )
         kind = "failed" if job.attempt >= job.max_attempts else "retry"
-        return Outcome(
-            job.id, job.lease_token, kind, error=error, run_at=self.app.store.now() + 1.0
-        )
+        return Outcome(job.id, job.lease_token, kind, error=error, delay=1.0)
 
     def report(self, attempt: Attempt, outcome: Outcome, applied: bool) -> None:
         """Log what became of an outcome (called by the claimer after the commit)."""
@@ -363,7 +361,7 @@ class Worker:
                 events.JOB_RETRY_SCHEDULED,
                 logging.WARNING,
                 **base,
-                run_at=outcome.run_at,
+                delay=outcome.delay,
                 error=f"{err.type}: {err.message}" if err else "",
                 kind=err.kind if err else "",
             )

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
-from durq.store.base import NewJob, StatusData, WorkerInfo
+from durq.store.base import Inserted, NewJob, StatusData, WorkerInfo
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.connection import (
     SqliteOptions,
@@ -104,34 +104,36 @@ class SqliteStore:
 
     # -- enqueue --------------------------------------------------------------------------
 
-    def enqueue(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
+    def enqueue(self, jobs: Sequence[NewJob]) -> list[Inserted]:
         conn = self._conn()
         now = self.now()
         if len(jobs) == 1 and jobs[0].key is None:
             # One row, one statement: SQLite wraps it in its own write transaction.
             job = jobs[0]
+            run_at = now + job.delay if job.run_at is None else job.run_at
             row = {
                 "queue": job.queue, "task": job.task, "payload": job.payload,
-                "priority": job.priority, "run_at": job.run_at, "max_attempts": job.max_attempts,
+                "priority": job.priority, "run_at": run_at, "max_attempts": job.max_attempts,
                 "key": None, "created_at": now, "meta": job.meta,
             }  # fmt: skip
             try:
                 hit = retry_busy(lambda: conn.execute(q.INSERT_ONE, row).fetchone(), self.options)
             except sqlite3.Error as exc:
                 raise translate(exc, self.path) from exc
-            return [(int(hit[0]), True)]
-        out: list[tuple[int, bool]] = []
+            return [Inserted(int(hit[0]), True, run_at, now)]
+        out: list[Inserted] = []
         with self._write():
             next_id = conn.execute(q.LAST_JOB_ID).fetchone()[0]
             plain: list[tuple[Any, ...]] = []
             for job in jobs:
+                run_at = now + job.delay if job.run_at is None else job.run_at
                 if job.key is None:
                     next_id += 1
                     plain.append((
-                        next_id, job.queue, job.task, job.payload, job.priority, job.run_at,
+                        next_id, job.queue, job.task, job.payload, job.priority, run_at,
                         job.max_attempts, None, now, job.meta,
                     ))  # fmt: skip
-                    out.append((next_id, True))
+                    out.append(Inserted(next_id, True, run_at, now))
                     continue
                 # Keyed rows go one by one: a conflict returns the existing job.
                 if plain:
@@ -139,16 +141,17 @@ class SqliteStore:
                     plain = []
                 row = {
                     "queue": job.queue, "task": job.task, "payload": job.payload,
-                    "priority": job.priority, "run_at": job.run_at, "max_attempts": job.max_attempts,
+                    "priority": job.priority, "run_at": run_at, "max_attempts": job.max_attempts,
                     "key": job.key, "created_at": now, "meta": job.meta,
                 }  # fmt: skip
                 hit = conn.execute(q.INSERT_JOB_KEYED, row).fetchone()
                 if hit is not None:
-                    out.append((hit[0], True))
+                    out.append(Inserted(hit[0], True, run_at, now))
                     next_id = max(next_id, hit[0])
                 else:
                     key = {"queue": job.queue, "key": job.key}
-                    out.append((conn.execute(q.SELECT_JOB_BY_KEY, key).fetchone()[0], False))
+                    existing = conn.execute(q.SELECT_JOB_BY_KEY, key).fetchone()
+                    out.append(Inserted(existing[0], False, existing[5], existing[13]))
             if plain:
                 conn.executemany(q.INSERT_JOB, plain)
         return out
@@ -211,7 +214,7 @@ class SqliteStore:
         error = json.dumps(o.error.to_dict()) if o.error else "{}"
         params = {"id": o.job_id, "token": o.lease_token, "error": error, "now": now}
         if o.kind == "retry":
-            params["run_at"] = o.run_at if o.run_at is not None else now
+            params["run_at"] = now + o.delay
             return conn.execute(q.FINISH_RETRY, params).rowcount == 1
         return conn.execute(q.FINISH_FAILED, params).rowcount == 1
 
