@@ -52,3 +52,72 @@ def make_app(db_url: str) -> Iterator[Callable[..., durq.Durq]]:
     yield make
     for app in apps:
         app.close()
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------
+
+PG_URL = os.environ.get("DURQ_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+_pg_state: dict[str, str | None] = {}
+
+
+def pg_unavailable() -> str | None:
+    """None when the test server answers, else why not (checked once per session)."""
+    if "reason" not in _pg_state:
+        try:
+            import psycopg
+
+            with psycopg.connect(PG_URL, connect_timeout=3) as conn:
+                conn.execute("SELECT 1")
+            _pg_state["reason"] = None
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            _pg_state["reason"] = f"PostgreSQL not reachable at {PG_URL}: {first}"
+    return _pg_state["reason"]
+
+
+def require_pg() -> None:
+    """Skip (locally) or fail (under CI=true) when the PostgreSQL server is absent."""
+    reason = pg_unavailable()
+    if reason is None:
+        return
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: PostgreSQL tests must run)")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A URL with a fresh schema of its own; the schema is dropped afterwards."""
+    require_pg()
+    import uuid
+
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    sep = "&" if "?" in PG_URL else "?"
+    yield f"{PG_URL}{sep}schema={schema}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database on each backend: the worker and crash tests run on both."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'jobs.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def make_any(url: str) -> Iterator[Callable[..., durq.Durq]]:
+    """Like ``make_app``, on the parametrised backend ``url``."""
+    apps: list[durq.Durq] = []
+
+    def make(**kwargs: object) -> durq.Durq:
+        app = durq.Durq(url, **kwargs)  # type: ignore[arg-type]
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        app.close()

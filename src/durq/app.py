@@ -207,6 +207,7 @@ class Durq:
         key: str | None = None,
         max_attempts: int | None = None,
         meta: Mapping[str, Any] | None = None,
+        connection: Any = None,
     ) -> Job:
         """Store a job for ``task_name``, for producers that do not import the task.
 
@@ -225,6 +226,10 @@ class Durq:
                 the first job (also when two processes race) instead of adding one.
             max_attempts: attempts in all (>= 1).
             meta: free-form JSON tags stored with the job.
+            connection: the caller's own open connection to the same database (a
+                ``psycopg.Connection`` for PostgreSQL, a ``sqlite3.Connection`` on the same
+                file for SQLite): the job is written inside the caller's transaction and
+                exists if and only if that transaction commits (the outbox pattern).
 
         Raises:
             PayloadError: the payload (or meta) is not JSON-serialisable; a ``TypeError``.
@@ -233,7 +238,7 @@ class Durq:
             StoreBusy: the database stayed locked past the lock timeout.
             StoreError: the database could not be written (disk full, read-only).
         """
-        opts = EnqueueOptions(queue, delay, run_at, priority, key, max_attempts, meta)
+        opts = EnqueueOptions(queue, delay, run_at, priority, key, max_attempts, meta, connection)
         return self.enqueue_with(
             task_name, dict(payload or {}), opts, task=self.tasks.get(task_name)
         )
@@ -248,7 +253,7 @@ class Durq:
     ) -> Job:
         """:meth:`enqueue` with an :class:`EnqueueOptions` (used by tasks)."""
         new = self._with_payload(self._template(task_name, opts, task), payload, opts.key)
-        (inserted,) = self.store.enqueue([new])
+        (inserted,) = self.store.enqueue([new], connection=opts.connection)
         return self._job_after_insert(new, inserted, events.enabled())
 
     def enqueue_many_with(
@@ -275,7 +280,7 @@ class Durq:
             ]
         if not news:
             return []
-        inserted = self.store.enqueue(news)
+        inserted = self.store.enqueue(news, connection=opts.connection)
         log = events.enabled()
         return [self._job_after_insert(n, i, log) for n, i in zip(news, inserted, strict=True)]
 

@@ -34,6 +34,10 @@ class StoreBusy(StoreError):
     """The database stayed locked by another process for longer than the lock timeout."""
 
 
+class StoreUnavailable(StoreError):
+    """The database server cannot be reached (refused, timed out, connection lost)."""
+
+
 class SchemaTooNew(StoreError):
     """The database was migrated by a newer durq than this one; refusing to touch it."""
 

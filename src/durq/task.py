@@ -31,6 +31,7 @@ class EnqueueOptions:
     key: str | None = None
     max_attempts: int | None = None
     meta: Mapping[str, Any] | None = None
+    connection: Any = None
 
 
 class Task(Generic[P, R]):
@@ -109,9 +110,10 @@ class Task(Generic[P, R]):
         key: str | None = None,
         max_attempts: int | None = None,
         meta: Mapping[str, Any] | None = None,
+        connection: Any = None,
     ) -> BoundTask:
         """Options for the next enqueue; see :meth:`durq.Durq.enqueue` for each one."""
-        opts = EnqueueOptions(queue, delay, run_at, priority, key, max_attempts, meta)
+        opts = EnqueueOptions(queue, delay, run_at, priority, key, max_attempts, meta, connection)
         return BoundTask(self, opts)
 
     def enqueue(self, **kwargs: Any) -> Job:

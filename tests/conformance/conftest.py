@@ -14,14 +14,14 @@ import pytest
 import durq
 from tests.conftest import Clock
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgres"]
 
 
 @pytest.fixture(params=BACKENDS)
 def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'jobs.db'}"
-    raise AssertionError(f"unknown backend {request.param}")
+    return str(request.getfixturevalue("pg_url"))
 
 
 @pytest.fixture

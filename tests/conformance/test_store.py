@@ -239,7 +239,8 @@ def test_attempts_and_backoff_survive_a_restart(
     reopened = make()
     register(reopened)
     row = reopened.get(job.id)
-    assert (row.state, row.attempts, row.run_at) == ("scheduled", 1, clock.now + 120)
+    assert (row.state, row.attempts) == ("scheduled", 1)
+    assert abs(row.run_at - (clock.now + 120)) < 1.0
     assert claim(reopened) == []
     clock.advance(121)
     (again,) = claim(reopened)

@@ -30,14 +30,12 @@ def starts(runs_file: Path) -> Counter[int]:
     return found
 
 
-def test_case_02_a_frozen_worker_cannot_complete_a_job_it_lost(tmp_path: Path, db_url: str) -> None:
+def test_case_02_a_frozen_worker_cannot_complete_a_job_it_lost(tmp_path: Path, url: str) -> None:
     """Case 02 part A: SIGSTOP past the lease; the other worker re-leases and completes; the
     resumed worker's completion is fenced out and it keeps working."""
-    app = durq.Durq(db_url)
+    app = durq.Durq(url)
     args = ["--concurrency", "1", "--lease", "1", "--heartbeat", "0.25"]
-    a = WorkerProc(
-        APP, db_url, tmp_path / "a.log", [*args, "--worker-id", "A"], {"WORKER_NAME": "A"}
-    )
+    a = WorkerProc(APP, url, tmp_path / "a.log", [*args, "--worker-id", "A"], {"WORKER_NAME": "A"})
     b = None
     try:
         j = app.enqueue("whoami", {"ms": 300})
@@ -45,7 +43,7 @@ def test_case_02_a_frozen_worker_cannot_complete_a_job_it_lost(tmp_path: Path, d
         a.signal(signal.SIGSTOP)
         stopped = time.monotonic()
         b = WorkerProc(
-            APP, db_url, tmp_path / "b.log", [*args, "--worker-id", "B"], {"WORKER_NAME": "B"}
+            APP, url, tmp_path / "b.log", [*args, "--worker-id", "B"], {"WORKER_NAME": "B"}
         )
         assert j.wait(10) == "B"
         time.sleep(max(0.0, 2.5 - (time.monotonic() - stopped)))
@@ -67,13 +65,13 @@ def test_case_02_a_frozen_worker_cannot_complete_a_job_it_lost(tmp_path: Path, d
     assert app.get(j.id).result == "B"
 
 
-def test_case_02_heartbeats_keep_a_long_job_owned(tmp_path: Path, db_url: str) -> None:
+def test_case_02_heartbeats_keep_a_long_job_owned(tmp_path: Path, url: str) -> None:
     """Case 02 part B: a 5 s job under a 1 s lease runs exactly once."""
     runs = tmp_path / "runs.txt"
-    app = durq.Durq(db_url)
+    app = durq.Durq(url)
     args = ["--concurrency", "1", "--lease", "1", "--heartbeat", "0.25"]
     env = {"RUNS_FILE": str(runs)}
-    with_procs = [WorkerProc(APP, db_url, tmp_path / f"{n}.log", args, env) for n in "AB"]
+    with_procs = [WorkerProc(APP, url, tmp_path / f"{n}.log", args, env) for n in "AB"]
     try:
         job = app.enqueue("whoami", {"ms": 5000})
         job.wait(15)
@@ -161,11 +159,11 @@ def test_case_06_busy_database_loses_nothing_and_runs_each_job_once(
     print("p99 enqueue latency (ms) per producer:", [o[1] for o in outs])
 
 
-def test_case_10_sigterm_lets_running_jobs_finish_within_grace(tmp_path: Path, db_url: str) -> None:
+def test_case_10_sigterm_lets_running_jobs_finish_within_grace(tmp_path: Path, url: str) -> None:
     """Case 10 main: grace 10 s, 8 jobs of 3 s, concurrency 4, SIGTERM at t=1 s."""
-    app = durq.Durq(db_url)
+    app = durq.Durq(url)
     jobs = [app.enqueue("long", {"seconds": 3}) for _ in range(8)]
-    w = WorkerProc(APP, db_url, tmp_path / "w.log", ["--concurrency", "4", "--grace", "10"])
+    w = WorkerProc(APP, url, tmp_path / "w.log", ["--concurrency", "4", "--grace", "10"])
     try:
         wait_for(lambda: len(app.jobs(state="running")) == 4, 10, what="4 running")
         time.sleep(1)
@@ -175,7 +173,7 @@ def test_case_10_sigterm_lets_running_jobs_finish_within_grace(tmp_path: Path, d
         w.stop()
     states = Counter((app.get(j.id).state, app.get(j.id).attempts) for j in jobs)
     assert states == {("succeeded", 1): 4, ("queued", 0): 4}
-    w2 = WorkerProc(APP, db_url, tmp_path / "w2.log", ["--concurrency", "4"])
+    w2 = WorkerProc(APP, url, tmp_path / "w2.log", ["--concurrency", "4"])
     try:
         for j in jobs:
             assert j.wait(15) == "done"
@@ -184,18 +182,18 @@ def test_case_10_sigterm_lets_running_jobs_finish_within_grace(tmp_path: Path, d
 
 
 def test_case_10_killed_during_grace_the_other_worker_takes_over_quickly(
-    tmp_path: Path, db_url: str
+    tmp_path: Path, url: str
 ) -> None:
     """Case 10 variant C: SIGTERM, then SIGKILL 1 s later; lease 2 s; the second worker
     recovers the jobs within lease + sweep."""
-    app = durq.Durq(db_url)
+    app = durq.Durq(url)
     args = ["--concurrency", "4", "--lease", "2", "--grace", "10"]
-    victim = WorkerProc(APP, db_url, tmp_path / "v.log", [*args, "--worker-id", "victim"])
+    victim = WorkerProc(APP, url, tmp_path / "v.log", [*args, "--worker-id", "victim"])
     other = None
     try:
         jobs = [app.enqueue("long", {"seconds": 3}) for _ in range(4)]
         wait_for(lambda: len(app.jobs(state="running")) == 4, 10, what="4 running")
-        other = WorkerProc(APP, db_url, tmp_path / "o.log", [*args, "--worker-id", "other"])
+        other = WorkerProc(APP, url, tmp_path / "o.log", [*args, "--worker-id", "other"])
         victim.signal(signal.SIGTERM)
         time.sleep(1)
         victim.kill()

@@ -27,18 +27,18 @@ def parse_runs(path: Path) -> list[tuple[str, int, int, int]]:
 
 
 def test_sigkill_three_times_loses_nothing_and_duplicates_were_in_flight(
-    tmp_path: Path, db_url: str
+    tmp_path: Path, url: str
 ) -> None:
     """Cases 01 and 04: a killed worker's jobs are recovered by lease expiry and run again."""
     rng = random.Random(20261130)
     runs_file = tmp_path / "runs.txt"
-    app = durq.Durq(db_url)
+    app = durq.Durq(url)
     app.enqueue_many_with  # noqa: B018 - the facade is what producers use
     jobs = [app.enqueue("sleepy", {"ms": rng.uniform(5, 20)}, max_attempts=10) for _ in range(500)]
     args = ["--concurrency", str(CONCURRENCY), "--lease", "1.5", "--grace", "1"]
     env = {"RUNS_FILE": str(runs_file)}
-    stable = WorkerProc("tests.apps.basic:dq", db_url, tmp_path / "stable.log", args, env)
-    victim = WorkerProc("tests.apps.basic:dq", db_url, tmp_path / "victim-0.log", args, env)
+    stable = WorkerProc("tests.apps.basic:dq", url, tmp_path / "stable.log", args, env)
+    victim = WorkerProc("tests.apps.basic:dq", url, tmp_path / "victim-0.log", args, env)
     killed: set[int] = set()
     procs = [stable, victim]
     try:
@@ -47,7 +47,7 @@ def test_sigkill_three_times_loses_nothing_and_duplicates_were_in_flight(
             killed.add(victim.pid)
             victim.kill()
             victim = WorkerProc(
-                "tests.apps.basic:dq", db_url, tmp_path / f"victim-{n + 1}.log", args, env
+                "tests.apps.basic:dq", url, tmp_path / f"victim-{n + 1}.log", args, env
             )
             procs.append(victim)
 
@@ -80,18 +80,18 @@ def test_sigkill_three_times_loses_nothing_and_duplicates_were_in_flight(
     assert sum(len(p) for p in starts.values()) - 500 <= 3 * CONCURRENCY
 
 
-def run_with_restarts(app: durq.Durq, db_url: str, log: Path, args: list[str], done: object) -> int:
+def run_with_restarts(app: durq.Durq, url: str, log: Path, args: list[str], done: object) -> int:
     """Keep one worker running (restart it whenever it dies) until ``done()``; return restarts."""
     assert callable(done)
     restarts = 0
-    proc = WorkerProc("tests.apps.basic:dq", db_url, log, args)
+    proc = WorkerProc("tests.apps.basic:dq", url, log, args)
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not done():
             if proc.proc.poll() is not None:
                 restarts += 1
                 proc.stop()
-                proc = WorkerProc("tests.apps.basic:dq", db_url, log, args)
+                proc = WorkerProc("tests.apps.basic:dq", url, log, args)
             time.sleep(0.05)
     finally:
         proc.stop()
@@ -99,10 +99,10 @@ def run_with_restarts(app: durq.Durq, db_url: str, log: Path, args: list[str], d
 
 
 def test_poison_job_that_kills_its_worker_ends_failed_after_max_attempts(
-    tmp_path: Path, db_url: str
+    tmp_path: Path, url: str
 ) -> None:
     """Case 11: a job that crashes its worker every time is bounded by max_attempts."""
-    app = durq.Durq(db_url)
+    app = durq.Durq(url)
     poison = app.enqueue("die", {}, max_attempts=3)
     normal = [app.enqueue("echo", {"value": i}) for i in range(20)]
 
@@ -112,7 +112,7 @@ def test_poison_job_that_kills_its_worker_ends_failed_after_max_attempts(
         )
 
     restarts = run_with_restarts(
-        app, db_url, tmp_path / "w.log", ["--concurrency", "1", "--lease", "0.5"], settled
+        app, url, tmp_path / "w.log", ["--concurrency", "1", "--lease", "0.5"], settled
     )
     dead = app.get(poison.id)
     assert dead.state == "failed" and dead.attempts == 3
@@ -125,7 +125,7 @@ def test_poison_job_that_kills_its_worker_ends_failed_after_max_attempts(
     assert app.retry(poison.id).attempts == 0
     restarts = run_with_restarts(
         app,
-        db_url,
+        url,
         tmp_path / "w2.log",
         ["--concurrency", "1", "--lease", "0.5"],
         lambda: app.get(poison.id).state == "failed",
@@ -136,11 +136,11 @@ def test_poison_job_that_kills_its_worker_ends_failed_after_max_attempts(
 
 
 def test_jobs_sharing_a_crashed_process_are_charged_and_never_lost(
-    tmp_path: Path, db_url: str
+    tmp_path: Path, url: str
 ) -> None:
     """Case 11 variant: a lost lease costs every job in the dead process an attempt (documented);
     each ends succeeded or failed with a lease_lost history, none lost or left running."""
-    app = durq.Durq(db_url)
+    app = durq.Durq(url)
     poison = app.enqueue("die", {}, max_attempts=3)
     normal = [app.enqueue("echo", {"value": i}) for i in range(20)]
 
@@ -148,7 +148,7 @@ def test_jobs_sharing_a_crashed_process_are_charged_and_never_lost(
         return all(app.get(j.id).state in ("succeeded", "failed") for j in [poison, *normal])
 
     run_with_restarts(
-        app, db_url, tmp_path / "w.log", ["--concurrency", "2", "--lease", "0.5"], settled
+        app, url, tmp_path / "w.log", ["--concurrency", "2", "--lease", "0.5"], settled
     )
     assert app.get(poison.id).state == "failed"
     for j in normal:
@@ -160,15 +160,15 @@ def test_jobs_sharing_a_crashed_process_are_charged_and_never_lost(
 
 
 def test_sigterm_gives_jobs_back_without_charging_until_the_third_time(
-    tmp_path: Path, db_url: str
+    tmp_path: Path, url: str
 ) -> None:
     """Case 10 variant B and DESIGN §4: grace, free requeues, exit 0."""
-    app = durq.Durq(db_url)
+    app = durq.Durq(url)
     jobs = [app.enqueue("long", {"seconds": 30}) for _ in range(4)]
     args = ["--concurrency", "4", "--grace", "1", "--lease", "30"]
     expected_attempts = [0, 0, 1]
     for cycle, attempts in enumerate(expected_attempts):
-        proc = WorkerProc("tests.apps.basic:dq", db_url, tmp_path / f"w{cycle}.log", args)
+        proc = WorkerProc("tests.apps.basic:dq", url, tmp_path / f"w{cycle}.log", args)
         try:
             wait_for(lambda: len(app.jobs(state="running")) == 4, 15, what="4 running jobs")
             sent = time.monotonic()
@@ -186,10 +186,10 @@ def test_sigterm_gives_jobs_back_without_charging_until_the_third_time(
     assert "worker_stopping" in events and "job_released" in events
 
 
-def test_second_signal_exits_at_once(tmp_path: Path, db_url: str) -> None:
-    app = durq.Durq(db_url)
+def test_second_signal_exits_at_once(tmp_path: Path, url: str) -> None:
+    app = durq.Durq(url)
     app.enqueue("long", {"seconds": 30})
-    proc = WorkerProc("tests.apps.basic:dq", db_url, tmp_path / "w.log", ["--grace", "30"])
+    proc = WorkerProc("tests.apps.basic:dq", url, tmp_path / "w.log", ["--grace", "30"])
     try:
         wait_for(lambda: len(app.jobs(state="running")) == 1, 15, what="a running job")
         proc.signal(signal.SIGTERM)
@@ -202,12 +202,12 @@ def test_second_signal_exits_at_once(tmp_path: Path, db_url: str) -> None:
     assert code == 128 + signal.SIGTERM
 
 
-def test_a_crashed_worker_loop_stops_the_worker_with_a_reason(tmp_path: Path, db_url: str) -> None:
-    app = durq.Durq(db_url)
+def test_a_crashed_worker_loop_stops_the_worker_with_a_reason(tmp_path: Path, url: str) -> None:
+    app = durq.Durq(url)
     app.enqueue("long", {"seconds": 30})
     proc = WorkerProc(
         "tests.apps.basic:dq",
-        db_url,
+        url,
         tmp_path / "w.log",
         ["--lease", "0.3"],
         env={"DURQ_FAILPOINTS": "heartbeat=raise"},

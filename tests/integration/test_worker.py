@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import email.message
-import sqlite3
 import threading
 import time
 import urllib.error
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 import durq
+from tests.support.db import execute
 
 
 def test_sync_and_async_tasks_run_and_store_results(
-    make_app: Callable[..., durq.Durq], drain
+    make_any: Callable[..., durq.Durq], drain
 ) -> None:
-    app = make_app()
+    app = make_any()
 
     @app.task
     def add(a: int, b: int) -> int:
@@ -36,8 +35,8 @@ def test_sync_and_async_tasks_run_and_store_results(
     assert j1.refresh().attempts == 1
 
 
-def test_transient_errors_retry_with_backoff_then_succeed(make_app, drain) -> None:
-    app = make_app()
+def test_transient_errors_retry_with_backoff_then_succeed(make_any, drain) -> None:
+    app = make_any()
     calls: list[float] = []
 
     @app.task(max_attempts=4, backoff=durq.tiers([0.05, 0.1]))
@@ -55,8 +54,8 @@ def test_transient_errors_retry_with_backoff_then_succeed(make_app, drain) -> No
     assert calls[1] - calls[0] >= 0.05 and calls[2] - calls[1] >= 0.1
 
 
-def test_permanent_error_fails_at_once_and_exhausted_attempts_fail(make_app, drain) -> None:
-    app = make_app()
+def test_permanent_error_fails_at_once_and_exhausted_attempts_fail(make_any, drain) -> None:
+    app = make_any()
 
     @app.task(max_attempts=5)
     def perm() -> None:
@@ -77,8 +76,8 @@ def test_permanent_error_fails_at_once_and_exhausted_attempts_fail(make_app, dra
     assert info.value.error.message == "still broken"
 
 
-def test_http_404_fails_for_good_and_429_honours_retry_after(make_app, drain) -> None:
-    app = make_app()
+def test_http_404_fails_for_good_and_429_honours_retry_after(make_any, drain) -> None:
+    app = make_any()
     seen: list[int] = []
 
     def http_error(code: int, retry_after: str | None = None) -> urllib.error.HTTPError:
@@ -110,8 +109,8 @@ def test_http_404_fails_for_good_and_429_honours_retry_after(make_app, drain) ->
     assert lim.finished_at is not None and lim.finished_at - started >= 1.0
 
 
-def test_sync_timeout_releases_the_job_and_drops_the_late_result(make_app, drain) -> None:
-    app = make_app()
+def test_sync_timeout_releases_the_job_and_drops_the_late_result(make_any, drain) -> None:
+    app = make_any()
     lost: list[bool] = []
 
     @app.task(max_attempts=2, timeout=0.2, backoff=durq.constant(0))
@@ -134,8 +133,8 @@ def test_sync_timeout_releases_the_job_and_drops_the_late_result(make_app, drain
     assert job.refresh().state == "failed"
 
 
-def test_async_timeout_cancels_the_task(make_app, drain) -> None:
-    app = make_app()
+def test_async_timeout_cancels_the_task(make_any, drain) -> None:
+    app = make_any()
     cancelled: list[bool] = []
 
     @app.task(max_attempts=1, timeout=0.1)
@@ -154,8 +153,8 @@ def test_async_timeout_cancels_the_task(make_app, drain) -> None:
     assert cancelled == [True]
 
 
-def test_context_progress_and_lease_lost_after_cancel(make_app) -> None:
-    app = make_app()
+def test_context_progress_and_lease_lost_after_cancel(make_any) -> None:
+    app = make_any()
     started = threading.Event()
     seen: dict[str, object] = {}
 
@@ -189,12 +188,10 @@ def test_context_progress_and_lease_lost_after_cancel(make_app) -> None:
     assert job.progress == {"fraction": 0.25, "message": "quarter"}
 
 
-def test_worker_claims_only_its_tasks_and_others_show_stranded(
-    make_app, drain, db_url: str
-) -> None:
-    producer = make_app()
+def test_worker_claims_only_its_tasks_and_others_show_stranded(make_any, drain) -> None:
+    producer = make_any()
     producer.enqueue("resize_image", {"path": "a.png"})
-    app = make_app()
+    app = make_any()
 
     @app.task
     def known() -> int:
@@ -217,9 +214,9 @@ def test_worker_claims_only_its_tasks_and_others_show_stranded(
 
 
 def test_corrupt_payload_fails_that_job_and_the_worker_keeps_running(
-    make_app, drain, tmp_path: Path
+    make_any, drain, url: str
 ) -> None:
-    app = make_app()
+    app = make_any()
 
     @app.task
     def echo(x: int) -> int:
@@ -227,10 +224,7 @@ def test_corrupt_payload_fails_that_job_and_the_worker_keeps_running(
 
     bad = echo.enqueue(x=1)
     good = echo.enqueue(x=2)
-    conn = sqlite3.connect(tmp_path / "jobs.db")
-    conn.execute("UPDATE jobs SET payload = ? WHERE id = ?", ("{not json\x00", bad.id))
-    conn.commit()
-    conn.close()
+    execute(url, "UPDATE jobs SET payload = ? WHERE id = ?", ("{not json", bad.id))
     drain(app)
     with pytest.raises(durq.JobFailed):
         bad.wait(1)
@@ -239,8 +233,8 @@ def test_corrupt_payload_fails_that_job_and_the_worker_keeps_running(
     assert good.wait(1) == 2
 
 
-def test_payload_that_does_not_fit_the_signature_fails_for_good(make_app, drain) -> None:
-    app = make_app()
+def test_payload_that_does_not_fit_the_signature_fails_for_good(make_any, drain) -> None:
+    app = make_any()
 
     @app.task(max_attempts=5)
     def needs_x(x: int) -> int:
@@ -253,14 +247,14 @@ def test_payload_that_does_not_fit_the_signature_fails_for_good(make_app, drain)
     assert job.refresh().attempts == 1 and job.errors[0].kind == "bad_payload"
 
 
-def test_retries_and_failures_are_logged_when_the_app_logs_only_warnings(make_app, drain) -> None:
+def test_retries_and_failures_are_logged_when_the_app_logs_only_warnings(make_any, drain) -> None:
     import io
     import json
     import logging
 
     from durq.observability.events import configure_json_logging
 
-    app = make_app()
+    app = make_any()
 
     @app.task(max_attempts=2, backoff=durq.constant(0))
     def flaky() -> None:

@@ -24,9 +24,13 @@ def open_store(url: str, *, clock: Callable[[], float] = time.time) -> Store:
         SchemaTooNew: the database was migrated by a newer durq.
     """
     if url.startswith(("postgres://", "postgresql://")):
-        raise ConfigError("the PostgreSQL backend is not available in this version of durq")
+        from durq.store.postgres.store import PostgresStore
+
+        return PostgresStore(url, clock=clock)
     if "://" in url and not url.startswith("sqlite:"):
-        raise ConfigError(f"unknown database URL scheme in {url!r}; use sqlite:///path.db")
+        raise ConfigError(
+            f"unknown database URL scheme in {url!r}; use sqlite:///path.db or postgresql://..."
+        )
     from durq.store.sqlite.store import SqliteStore
 
     return SqliteStore(url, clock=clock)

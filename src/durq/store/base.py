@@ -85,8 +85,12 @@ class Store(Protocol):
 
     def migrate(self) -> int: ...
 
-    def enqueue(self, jobs: Sequence[NewJob]) -> list[Inserted]:
-        """Insert jobs in one transaction; one :class:`Inserted` per job, in order."""
+    def enqueue(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Inserted]:
+        """Insert jobs in one transaction; one :class:`Inserted` per job, in order.
+
+        With ``connection`` (the caller's own open connection to the same database), the
+        rows are written inside the caller's transaction and commit or roll back with it.
+        """
         ...
 
     def claim(
@@ -145,6 +149,11 @@ class Store(Protocol):
     def unregister_worker(self, worker_id: str) -> None: ...
 
     def status_data(self) -> StatusData: ...
+
+    def lead(self, what: str = "maintenance", stale_after: float = 15.0) -> bool:
+        """True when this process should run leader-only services (the reaper) now;
+        also True for a stand-in when the leader has not been seen for ``stale_after`` s."""
+        ...
 
     def changed(self) -> bool:
         """True when another connection committed since the last call (cheap; for polling)."""

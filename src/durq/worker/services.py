@@ -13,7 +13,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from durq.errors import StoreBusy, StoreError
+from durq.errors import StoreBusy, StoreError, StoreUnavailable
 from durq.failpoints import hit
 from durq.model import Outcome
 from durq.observability import events
@@ -28,7 +28,7 @@ log = logging.getLogger("durq.worker")
 
 def passing(exc: BaseException) -> bool:
     """Store errors a loop waits out instead of stopping the worker."""
-    if isinstance(exc, StoreBusy):
+    if isinstance(exc, StoreBusy | StoreUnavailable):
         return True
     return isinstance(exc, StoreError) and (
         "disk is full" in str(exc) or "disk i/o" in str(exc).lower()
@@ -195,7 +195,10 @@ class Reaper(Service):
                 events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
 
     def reap_once(self) -> None:
-        summary = self.worker.app.store.reap()
+        store = self.worker.app.store
+        if not store.lead("maintenance", stale_after=max(3 * self.worker.reap_interval, 1.0)):
+            return
+        summary = store.reap()
         if summary.recovered or summary.failed:
             events.emit(
                 events.LEASES_RECOVERED,

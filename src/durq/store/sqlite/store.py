@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from durq.errors import ConfigError
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
 from durq.store.base import Inserted, NewJob, StatusData, WorkerInfo
 from durq.store.sqlite import queries as q
@@ -104,7 +105,17 @@ class SqliteStore:
 
     # -- enqueue --------------------------------------------------------------------------
 
-    def enqueue(self, jobs: Sequence[NewJob]) -> list[Inserted]:
+    def enqueue(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Inserted]:
+        if connection is not None:
+            if not isinstance(connection, sqlite3.Connection):
+                raise ConfigError(
+                    f"connection= must be a sqlite3.Connection on {self.path}, "
+                    f"not {type(connection).__name__}"
+                )
+            try:
+                return self._insert(connection, jobs, explicit_ids=False)
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path) from exc
         conn = self._conn()
         now = self.now()
         if len(jobs) == 1 and jobs[0].key is None:
@@ -121,39 +132,61 @@ class SqliteStore:
             except sqlite3.Error as exc:
                 raise translate(exc, self.path) from exc
             return [Inserted(int(hit[0]), True, run_at, now)]
-        out: list[Inserted] = []
         with self._write():
-            next_id = conn.execute(q.LAST_JOB_ID).fetchone()[0]
-            plain: list[tuple[Any, ...]] = []
-            for job in jobs:
-                run_at = now + job.delay if job.run_at is None else job.run_at
-                if job.key is None:
-                    next_id += 1
-                    plain.append((
-                        next_id, job.queue, job.task, job.payload, job.priority, run_at,
-                        job.max_attempts, None, now, job.meta,
-                    ))  # fmt: skip
-                    out.append(Inserted(next_id, True, run_at, now))
-                    continue
-                # Keyed rows go one by one: a conflict returns the existing job.
-                if plain:
-                    conn.executemany(q.INSERT_JOB, plain)
-                    plain = []
+            return self._insert(conn, jobs, explicit_ids=True)
+
+    def _insert(
+        self, conn: sqlite3.Connection, jobs: Sequence[NewJob], *, explicit_ids: bool
+    ) -> list[Inserted]:
+        """Insert on ``conn`` inside whatever transaction it has open.
+
+        With ``explicit_ids`` (only under our own ``BEGIN IMMEDIATE``, where nobody else can
+        insert) plain rows get ids from ``sqlite_sequence`` and go in one ``executemany``;
+        otherwise each row is inserted on its own and SQLite assigns its id.
+        """
+        now = self.now()
+        out: list[Inserted] = []
+        next_id = conn.execute(q.LAST_JOB_ID).fetchone()[0] if explicit_ids else 0
+        plain: list[tuple[Any, ...]] = []
+        for job in jobs:
+            run_at = now + job.delay if job.run_at is None else job.run_at
+            if job.key is None and not explicit_ids:
                 row = {
                     "queue": job.queue, "task": job.task, "payload": job.payload,
                     "priority": job.priority, "run_at": run_at, "max_attempts": job.max_attempts,
-                    "key": job.key, "created_at": now, "meta": job.meta,
+                    "key": None, "created_at": now, "meta": job.meta,
                 }  # fmt: skip
-                hit = conn.execute(q.INSERT_JOB_KEYED, row).fetchone()
-                if hit is not None:
-                    out.append(Inserted(hit[0], True, run_at, now))
-                    next_id = max(next_id, hit[0])
-                else:
-                    key = {"queue": job.queue, "key": job.key}
-                    existing = conn.execute(q.SELECT_JOB_BY_KEY, key).fetchone()
-                    out.append(Inserted(existing[0], False, existing[5], existing[13]))
+                out.append(
+                    Inserted(conn.execute(q.INSERT_ONE, row).fetchone()[0], True, run_at, now)
+                )
+                continue
+            if job.key is None:
+                next_id += 1
+                plain.append((
+                    next_id, job.queue, job.task, job.payload, job.priority, run_at,
+                    job.max_attempts, None, now, job.meta,
+                ))  # fmt: skip
+                out.append(Inserted(next_id, True, run_at, now))
+                continue
+            # Keyed rows go one by one: a conflict returns the existing job.
             if plain:
                 conn.executemany(q.INSERT_JOB, plain)
+                plain = []
+            row = {
+                "queue": job.queue, "task": job.task, "payload": job.payload,
+                "priority": job.priority, "run_at": run_at, "max_attempts": job.max_attempts,
+                "key": job.key, "created_at": now, "meta": job.meta,
+            }  # fmt: skip
+            hit = conn.execute(q.INSERT_JOB_KEYED, row).fetchone()
+            if hit is not None:
+                out.append(Inserted(hit[0], True, run_at, now))
+                next_id = max(next_id, hit[0])
+            else:
+                key = {"queue": job.queue, "key": job.key}
+                existing = conn.execute(q.SELECT_JOB_BY_KEY, key).fetchone()
+                out.append(Inserted(existing[0], False, existing[5], existing[13]))
+        if plain:
+            conn.executemany(q.INSERT_JOB, plain)
         return out
 
     # -- running jobs ---------------------------------------------------------------------
@@ -371,6 +404,10 @@ class SqliteStore:
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from exc
         return data
+
+    def lead(self, what: str = "maintenance", stale_after: float = 15.0) -> bool:
+        """Every SQLite worker may run the reaper: it is one conditional UPDATE."""
+        return True
 
     def changed(self) -> bool:
         if self._watch_conn is None:

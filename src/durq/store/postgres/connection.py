@@ -1,0 +1,166 @@
+"""PostgreSQL plumbing for durq: URL options, the connection pool, migrations, errors."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from durq.errors import ConfigError, SchemaTooNew, StoreError, StoreUnavailable
+
+try:
+    import psycopg
+    from psycopg import sql
+    from psycopg_pool import ConnectionPool
+except ImportError as exc:  # pragma: no cover - the extra is not installed
+    raise ConfigError("the PostgreSQL backend needs psycopg: pip install 'durq[postgres]'") from exc
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+DURQ_OPTIONS = ("schema", "pool_size")
+NOTIFY_CHANNEL = "durq_jobs"
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresOptions:
+    """What a ``postgresql://`` URL says.
+
+    Attributes:
+        conninfo: the URL as libpq takes it (durq's own options removed).
+        masked: the URL with its password replaced by ``***``, for messages.
+        schema: where durq's tables live (default ``durq``).
+        pool_size: connections per process at most (default 8).
+    """
+
+    conninfo: str
+    masked: str
+    schema: str = "durq"
+    pool_size: int = 8
+
+
+def mask(url: str) -> str:
+    """The URL with any password replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def parse_url(url: str) -> PostgresOptions:
+    """Parse ``postgresql://user:password@host:port/db?schema=durq&pool_size=8``.
+
+    Other query options are passed to libpq unchanged (``sslmode``, ``connect_timeout``...).
+
+    Raises:
+        ConfigError: a bad schema name or pool size.
+    """
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    ours = {k: v for k, v in query if k in DURQ_OPTIONS}
+    rest = [(k, v) for k, v in query if k not in DURQ_OPTIONS]
+    if not any(k == "connect_timeout" for k, _ in rest):
+        rest.append(("connect_timeout", "5"))
+    schema = ours.get("schema", "durq")
+    if not IDENTIFIER.match(schema):
+        raise ConfigError(f"schema must be a plain identifier, not {schema!r}")
+    try:
+        pool_size = int(ours.get("pool_size", 8))
+    except ValueError:
+        raise ConfigError(f"pool_size must be an integer in {mask(url)}") from None
+    if pool_size < 2:
+        raise ConfigError("pool_size must be at least 2")
+    conninfo = urlunsplit(parts._replace(query=urlencode(rest)))
+    return PostgresOptions(conninfo, mask(url), schema, pool_size)
+
+
+def translate(exc: Exception, opts: PostgresOptions) -> StoreError:
+    """psycopg and pool errors → durq's tree, with the URL's password masked."""
+    from psycopg_pool import PoolTimeout
+
+    if isinstance(exc, psycopg.OperationalError | PoolTimeout):
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return StoreUnavailable(f"cannot reach PostgreSQL at {opts.masked}: {first}")
+    return StoreError(f"PostgreSQL at {opts.masked}: {type(exc).__name__}: {exc}")
+
+
+def open_pool(opts: PostgresOptions) -> ConnectionPool:
+    """Open a pool and check one connection now, so a wrong URL fails at once.
+
+    Raises:
+        StoreUnavailable: the server cannot be reached (the message names the masked URL).
+    """
+    pool = ConnectionPool(
+        opts.conninfo,
+        min_size=1,
+        max_size=opts.pool_size,
+        open=False,
+        check=ConnectionPool.check_connection,
+        kwargs={"autocommit": False},
+        name="durq",
+    )
+    try:
+        pool.open(wait=True, timeout=10.0)
+    except Exception as exc:
+        pool.close()
+        raise translate(exc, opts) from exc
+    return pool
+
+
+def lock_key(schema: str, what: str) -> int:
+    """A stable 63-bit advisory-lock key for (schema, purpose)."""
+    digest = hashlib.sha256(f"durq:{schema}:{what}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def migration_files() -> list[tuple[int, str, str]]:
+    folder = importlib.resources.files("durq.store.postgres") / "migrations"
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql") and entry.name[:4].isdigit():
+            found.append((int(entry.name[:4]), entry.name, entry.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+def render(statement: str, schema: str) -> Any:
+    """A statement with ``{s}`` / ``{schema}`` replaced by the quoted schema."""
+    quoted = sql.Identifier(schema).as_string(None)
+    return statement.replace("{schema}", quoted).replace("{s}", quoted)
+
+
+def migrate(pool: ConnectionPool, opts: PostgresOptions) -> int:
+    """Create the schema or bring it to the newest version, under an advisory lock so that
+    two processes starting at once cannot both migrate. Versions live in
+    ``<schema>.schema_version``; each migration runs in the same transaction as its record.
+
+    Raises:
+        SchemaTooNew: the database was migrated by a newer durq; nothing is changed.
+        StoreError: a migration failed (rolled back).
+    """
+    from durq.store.postgres import queries as q
+
+    files = migration_files()
+    latest = files[-1][0]
+    try:
+        with pool.connection() as conn, conn.transaction():
+            conn.execute(q.MIGRATION_LOCK, {"key": lock_key(opts.schema, "migrate")})
+            conn.execute(render(q.CREATE_SCHEMA, opts.schema))
+            conn.execute(render(q.CREATE_VERSION_TABLE, opts.schema))
+            row = conn.execute(render(q.CURRENT_VERSION, opts.schema)).fetchone()
+            current = int(row[0]) if row else 0
+            if current > latest:
+                raise SchemaTooNew(
+                    f"schema {opts.schema!r} at {opts.masked} is at durq schema v{current}, but "
+                    f"this durq knows up to v{latest}; upgrade durq (refusing to touch it)"
+                )
+            for version, _name, text in files:
+                if version > current:
+                    conn.execute(render(text, opts.schema))
+                    conn.execute(render(q.RECORD_VERSION, opts.schema), {"version": version})
+    except (SchemaTooNew, StoreError):
+        raise
+    except psycopg.Error as exc:
+        raise translate(exc, opts) from exc
+    return latest

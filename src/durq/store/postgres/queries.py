@@ -1,0 +1,235 @@
+"""Every SQL statement the PostgreSQL store runs, one named constant each.
+
+``{s}`` stands for the configured schema (quoted identifier); the store formats each
+statement once when it opens. Parameters are psycopg named placeholders. Every time is
+``{s}.epoch(%(at)s)``: the database clock (``now()``), never the worker's; ``at`` is NULL
+except in tests that inject a clock.
+"""
+
+from __future__ import annotations
+
+JOB_COLUMNS = (
+    "id, queue, task, payload, priority, run_at, attempts, max_attempts, state, lease_token, "
+    "lease_expires_at, worker_id, key, created_at, started_at, finished_at, result, progress, "
+    "errors, meta, shutdown_requeues"
+)
+
+CLOCK = "SELECT {s}.epoch(%(at)s)"
+
+# The server's wall clock right now (not the transaction's start), to estimate its offset.
+WALL_CLOCK = "SELECT extract(epoch FROM clock_timestamp())::double precision"
+
+# Many rows in one statement: arrays of columns, unnested in order (WITH ORDINALITY keeps it).
+INSERT_MANY = """
+INSERT INTO {s}.jobs (queue, task, payload, priority, run_at, max_attempts, state, created_at, meta)
+SELECT q, t, p, pr, coalesce(ra, {s}.epoch(%(at)s) + d), ma, 'queued', {s}.epoch(%(at)s), m
+FROM unnest(%(queues)s::text[], %(tasks)s::text[], %(payloads)s::text[], %(priorities)s::int[],
+            %(run_ats)s::float8[], %(delays)s::float8[], %(max_attempts)s::int[], %(metas)s::text[])
+     WITH ORDINALITY AS x(q, t, p, pr, ra, d, ma, m, n)
+ORDER BY n
+RETURNING id, run_at, created_at
+"""
+
+INSERT_KEYED = """
+INSERT INTO {s}.jobs (queue, task, payload, priority, run_at, max_attempts, state, key,
+                      created_at, meta)
+VALUES (%(queue)s, %(task)s, %(payload)s, %(priority)s,
+        coalesce(%(run_at)s::float8, {s}.epoch(%(at)s) + %(delay)s), %(max_attempts)s, 'queued',
+        %(key)s, {s}.epoch(%(at)s), %(meta)s)
+ON CONFLICT (queue, key) WHERE key IS NOT NULL DO NOTHING
+RETURNING id, run_at, created_at
+"""
+
+NOTIFY = "SELECT pg_notify(%(channel)s, %(queue)s)"
+
+SELECT_JOB = "SELECT " + JOB_COLUMNS + " FROM {s}.jobs WHERE id = %(id)s"
+
+SELECT_JOB_BY_KEY = (
+    "SELECT " + JOB_COLUMNS + " FROM {s}.jobs WHERE queue = %(queue)s AND key = %(key)s"
+)
+
+# Pick up to %(limit)s ready rows of one queue that this worker runs, in priority / run_at / id
+# order, skipping rows another worker is locking right now; lease each with its own token.
+CLAIM = """
+WITH picked AS (
+    SELECT id FROM {s}.jobs
+    WHERE state = 'queued' AND queue = %(queue)s AND run_at <= {s}.epoch(%(at)s)
+      AND task = ANY(%(tasks)s::text[])
+      AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = %(queue)s AND paused)
+    ORDER BY priority, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+UPDATE {s}.jobs AS j
+SET state = 'running',
+    attempts = j.attempts + 1,
+    lease_token = nextval('{s}.lease_tokens'),
+    lease_expires_at = {s}.epoch(%(at)s) + %(lease)s,
+    worker_id = %(worker_id)s,
+    started_at = {s}.epoch(%(at)s)
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.lease_token,
+          j.shutdown_requeues, j.priority, j.run_at
+"""
+
+# Grouped finishes: one statement for a whole batch, each row still conditional on its token.
+FINISH_MANY = """
+UPDATE {s}.jobs AS j
+SET state = CASE o.kind WHEN 'succeeded' THEN 'succeeded' WHEN 'retry' THEN 'queued' ELSE 'failed' END,
+    result = CASE WHEN o.kind = 'succeeded' THEN o.result ELSE j.result END,
+    finished_at = CASE WHEN o.kind = 'retry' THEN NULL ELSE {s}.epoch(%(at)s) END,
+    run_at = CASE WHEN o.kind = 'retry' THEN {s}.epoch(%(at)s) + o.delay ELSE j.run_at END,
+    errors = CASE WHEN o.error IS NULL THEN j.errors ELSE {s}.append_error(j.errors, o.error) END,
+    worker_id = CASE WHEN o.kind = 'retry' THEN NULL ELSE j.worker_id END,
+    lease_token = NULL, lease_expires_at = NULL
+FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(kinds)s::text[], %(results)s::text[],
+            %(errors)s::text[], %(delays)s::float8[]) AS o(id, token, kind, result, error, delay)
+WHERE j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
+RETURNING j.id
+"""
+
+EXTEND_LEASES = """
+UPDATE {s}.jobs AS j SET lease_expires_at = {s}.epoch(%(at)s) + %(lease)s
+FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS l(id, token)
+WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'running'
+RETURNING j.id
+"""
+
+SET_PROGRESS = """
+UPDATE {s}.jobs SET progress = %(progress)s
+WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
+"""
+
+RELEASE = """
+UPDATE {s}.jobs
+SET state = CASE WHEN shutdown_requeues >= %(free)s AND attempts >= max_attempts
+                 THEN 'failed' ELSE 'queued' END,
+    finished_at = CASE WHEN shutdown_requeues >= %(free)s AND attempts >= max_attempts
+                       THEN {s}.epoch(%(at)s) ELSE NULL END,
+    attempts = CASE WHEN shutdown_requeues >= %(free)s THEN attempts ELSE attempts - 1 END,
+    errors = CASE WHEN shutdown_requeues >= %(free)s
+                  THEN {s}.append_error(errors, %(error)s) ELSE errors END,
+    shutdown_requeues = shutdown_requeues + 1,
+    run_at = {s}.epoch(%(at)s), lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
+RETURNING state, attempts
+"""
+
+REAP = """
+UPDATE {s}.jobs
+SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
+    finished_at = CASE WHEN attempts >= max_attempts THEN {s}.epoch(%(at)s) ELSE NULL END,
+    errors = {s}.append_error(errors, json_build_object(
+        'attempt', attempts, 'at', {s}.epoch(%(at)s), 'type', 'LeaseExpired',
+        'message', 'lease expired: worker ' || coalesce(worker_id, '?') || ' stopped heartbeating',
+        'traceback', '', 'kind', 'lease_lost')::text),
+    run_at = {s}.epoch(%(at)s), lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+WHERE state = 'running' AND lease_expires_at < {s}.epoch(%(at)s)
+RETURNING id, state
+"""
+
+RETRY = """
+UPDATE {s}.jobs
+SET state = 'queued', attempts = 0, shutdown_requeues = 0, run_at = {s}.epoch(%(at)s),
+    finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+WHERE id = %(id)s AND state IN ('failed', 'cancelled', 'expired')
+"""
+
+CANCEL = """
+UPDATE {s}.jobs
+SET state = 'cancelled', finished_at = {s}.epoch(%(at)s), lease_token = NULL, lease_expires_at = NULL
+WHERE id = %(id)s AND state IN ('queued', 'running')
+"""
+
+LIST_JOBS = (
+    "SELECT "
+    + JOB_COLUMNS
+    + """ FROM {s}.jobs
+WHERE (%(state)s::text IS NULL OR state = %(state)s::text)
+  AND (%(ready)s::int IS NULL
+       OR (CASE WHEN run_at > {s}.epoch(%(at)s) THEN 0 ELSE 1 END) = %(ready)s::int)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(task)s::text IS NULL OR task = %(task)s::text)
+ORDER BY id DESC
+LIMIT %(limit)s
+"""
+)
+
+COUNT_BY_STATE = """
+SELECT queue, 'queued', (CASE WHEN run_at > {s}.epoch(%(at)s) THEN 1 ELSE 0 END) AS later,
+       (CASE WHEN attempts > 0 THEN 1 ELSE 0 END) AS retried, count(*)
+FROM {s}.jobs WHERE state = 'queued' GROUP BY queue, later, retried
+UNION ALL
+SELECT queue, 'running', 0, 0, count(*) FROM {s}.jobs WHERE state = 'running' GROUP BY queue
+UNION ALL
+SELECT queue, state, 0, 0, count(*) FROM {s}.jobs WHERE finished_at IS NOT NULL GROUP BY state, queue
+"""
+
+OLDEST_READY = """
+SELECT queue, min(run_at) FROM {s}.jobs
+WHERE state = 'queued' AND run_at <= {s}.epoch(%(at)s) GROUP BY queue
+"""
+
+QUEUED_TASKS = (
+    "SELECT queue, task, count(*) FROM {s}.jobs WHERE state = 'queued' GROUP BY queue, task"
+)
+
+HAS_PENDING = """
+SELECT EXISTS (SELECT 1 FROM {s}.jobs WHERE state = 'queued' AND queue = ANY(%(queues)s::text[])
+                 AND task = ANY(%(tasks)s::text[]))
+    OR EXISTS (SELECT 1 FROM {s}.jobs WHERE state = 'running' AND queue = ANY(%(queues)s::text[])
+                 AND task = ANY(%(tasks)s::text[]))
+"""
+
+NEXT_RUN_AT = """
+SELECT min(run_at) FROM {s}.jobs WHERE state = 'queued' AND queue = ANY(%(queues)s::text[])
+"""
+
+SELECT_QUEUES = "SELECT name, paused, reason, source, paused_at FROM {s}.queues"
+
+UPSERT_WORKER = """
+INSERT INTO {s}.workers (id, host, pid, queues, tasks, started_at, last_seen, lease)
+VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(tasks)s, {s}.epoch(%(at)s), {s}.epoch(%(at)s),
+        %(lease)s)
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+    tasks = excluded.tasks, started_at = excluded.started_at, last_seen = excluded.last_seen,
+    lease = excluded.lease
+"""
+
+TOUCH_WORKER = "UPDATE {s}.workers SET last_seen = {s}.epoch(%(at)s) WHERE id = %(id)s"
+
+DELETE_WORKER = "DELETE FROM {s}.workers WHERE id = %(id)s"
+
+DELETE_DEAD_WORKERS = "DELETE FROM {s}.workers WHERE last_seen + 10 * lease < {s}.epoch(%(at)s)"
+
+SELECT_WORKERS = (
+    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease FROM {s}.workers ORDER BY id"
+)
+
+PUT_META = """
+INSERT INTO {s}.meta (key, value) VALUES (%(key)s, %(value)s)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value
+"""
+
+GET_META = "SELECT value FROM {s}.meta WHERE key = %(key)s"
+
+STAMP_LEADER = """
+INSERT INTO {s}.meta (key, value) VALUES (%(key)s, {s}.epoch(%(at)s)::text)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value
+"""
+
+LEADER_AGE = "SELECT {s}.epoch(%(at)s) - value::double precision FROM {s}.meta WHERE key = %(key)s"
+
+# Migrations and leadership.
+SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %(name)s"
+CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {s}"
+CREATE_VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS {s}.schema_version (
+    version integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+"""
+CURRENT_VERSION = "SELECT coalesce(max(version), 0) FROM {s}.schema_version"
+RECORD_VERSION = "INSERT INTO {s}.schema_version (version) VALUES (%(version)s)"
+MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(%(key)s)"
+TRY_LEAD = "SELECT pg_try_advisory_lock(%(key)s)"

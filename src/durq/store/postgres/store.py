@@ -1,0 +1,458 @@
+"""PostgresStore: the store protocol on PostgreSQL (psycopg 3 + psycopg_pool).
+
+Claims use ``FOR UPDATE SKIP LOCKED``; every time comes from the database clock; enqueues
+send ``NOTIFY`` so idle workers wake at once; one process at a time leads (runs the reaper)
+by holding an advisory lock on a dedicated session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import psycopg
+
+from durq.errors import StoreError
+from durq.model import Claimed, JobRecord, Outcome, ReapSummary
+from durq.store.base import Inserted, NewJob, StatusData, WorkerInfo
+from durq.store.postgres import queries as q
+from durq.store.postgres.connection import (
+    NOTIFY_CHANNEL,
+    PostgresOptions,
+    lock_key,
+    migrate,
+    open_pool,
+    parse_url,
+    render,
+    translate,
+)
+
+
+class PostgresStore:
+    """The durq store on PostgreSQL.
+
+    Args:
+        url: ``postgresql://user:password@host:port/db`` with optional ``schema=`` (default
+            ``durq``) and ``pool_size=`` (default 8); other options go to libpq.
+        clock: ignored unless a test injects one: then the database clock is shifted by
+            ``clock() - time.time()`` (tests move time this way). Leases, run_at and
+            deadlines always come from the database clock, never the worker's.
+        auto_migrate: apply pending migrations on open (the default).
+
+    Raises:
+        ConfigError: a malformed URL or option.
+        StoreUnavailable: the server cannot be reached (the message masks the password).
+        SchemaTooNew: the schema was migrated by a newer durq.
+    """
+
+    supports_notify = True
+
+    def __init__(
+        self, url: str, *, clock: Callable[[], float] = time.time, auto_migrate: bool = True
+    ) -> None:
+        self.url = url
+        self.options: PostgresOptions = parse_url(url)
+        self._clock = clock
+        self._sql = {
+            name: render(getattr(q, name), self.options.schema) for name in dir(q) if name.isupper()
+        }
+        self.channel = f"{NOTIFY_CHANNEL}_{self.options.schema}"
+        self._pool = open_pool(self.options)
+        self._offset = 0.0
+        self._changed = threading.Event()
+        self._listener: threading.Thread | None = None
+        self._closing = threading.Event()
+        self._leader: psycopg.Connection[Any] | None = None
+        self._leader_lock = threading.Lock()
+        self._leads = False
+        if auto_migrate:
+            self.migrate()
+        with self._tx() as conn:
+            before = time.time()
+            row = conn.execute(self._sql["WALL_CLOCK"]).fetchone()
+            after = time.time()
+            self._offset = float(row[0]) - (before + after) / 2 if row else 0.0
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _at(self) -> float | None:
+        """None: the database clock decides. A test's injected clock overrides it."""
+        return None if self._clock is time.time else self._clock()
+
+    def now(self) -> float:
+        """The database clock, estimated locally (for display and derived states)."""
+        if self._clock is not time.time:
+            return self._clock()
+        return time.time() + self._offset
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[psycopg.Connection[Any]]:
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield conn
+        except StoreError:
+            raise
+        except (psycopg.Error, OSError) as exc:
+            raise translate(exc, self.options) from exc
+        except Exception as exc:
+            from psycopg_pool import PoolTimeout
+
+            if isinstance(exc, PoolTimeout):
+                raise translate(exc, self.options) from exc
+            raise
+
+    def close(self) -> None:
+        self._closing.set()
+        with self._leader_lock:
+            if self._leader is not None:
+                with contextlib.suppress(psycopg.Error):
+                    self._leader.close()
+                self._leader = None
+        self._pool.close()
+        if self._listener is not None:
+            self._listener.join(3)
+
+    def migrate(self) -> int:
+        return migrate(self._pool, self.options)
+
+    # -- enqueue --------------------------------------------------------------------------
+
+    def enqueue(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Inserted]:
+        if connection is not None:
+            try:
+                return self._enqueue_on(connection, jobs)
+            except psycopg.Error as exc:
+                raise translate(exc, self.options) from exc
+        with self._tx() as conn:
+            return self._enqueue_on(conn, jobs)
+
+    def _enqueue_on(self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[Inserted]:
+        at = self._at()
+        out: list[Inserted] = []
+        plain: list[NewJob] = []
+
+        def flush() -> None:
+            if not plain:
+                return
+            rows = conn.execute(
+                self._sql["INSERT_MANY"],
+                {
+                    "at": at,
+                    "queues": [j.queue for j in plain],
+                    "tasks": [j.task for j in plain],
+                    "payloads": [j.payload for j in plain],
+                    "priorities": [j.priority for j in plain],
+                    "run_ats": [None if j.run_at is None else float(j.run_at) for j in plain],
+                    "delays": [float(j.delay) for j in plain],
+                    "max_attempts": [j.max_attempts for j in plain],
+                    "metas": [j.meta for j in plain],
+                },
+            ).fetchall()
+            rows.sort(key=lambda r: r[0])  # identity values follow the insert order
+            out.extend(Inserted(int(r[0]), True, float(r[1]), float(r[2])) for r in rows)
+            plain.clear()
+
+        for job in jobs:
+            if job.key is None:
+                plain.append(job)
+                continue
+            flush()
+            params = {
+                "at": at, "queue": job.queue, "task": job.task, "payload": job.payload,
+                "priority": job.priority, "run_at": job.run_at, "delay": float(job.delay),
+                "max_attempts": job.max_attempts, "key": job.key, "meta": job.meta,
+            }  # fmt: skip
+            row = conn.execute(self._sql["INSERT_KEYED"], params).fetchone()
+            if row is not None:
+                out.append(Inserted(int(row[0]), True, float(row[1]), float(row[2])))
+            else:
+                existing = conn.execute(
+                    self._sql["SELECT_JOB_BY_KEY"], {"queue": job.queue, "key": job.key}
+                ).fetchone()
+                assert existing is not None  # the conflicting row is committed and visible
+                out.append(
+                    Inserted(int(existing[0]), False, float(existing[5]), float(existing[13]))
+                )
+        flush()
+        for queue in sorted({j.queue for j in jobs}):
+            conn.execute(self._sql["NOTIFY"], {"channel": self.channel, "queue": queue})
+        return out
+
+    # -- running jobs ---------------------------------------------------------------------
+
+    def claim(
+        self, queue: str, tasks: Sequence[str], limit: int, lease: float, worker_id: str
+    ) -> list[Claimed]:
+        return self.finish_and_claim((), [queue], tasks, limit, lease, worker_id)[1]
+
+    def finish(self, outcomes: Sequence[Outcome]) -> list[bool]:
+        return self.finish_and_claim(outcomes, (), (), 0, 0.0, "")[0]
+
+    def finish_and_claim(
+        self,
+        outcomes: Sequence[Outcome],
+        queues: Sequence[str],
+        tasks: Sequence[str],
+        limit: int,
+        lease: float,
+        worker_id: str,
+    ) -> tuple[list[bool], list[Claimed]]:
+        at = self._at()
+        applied: list[bool] = []
+        claimed: list[Claimed] = []
+        with self._tx() as conn:
+            if outcomes:
+                params: dict[str, Any] = {
+                    "at": at,
+                    "ids": [o.job_id for o in outcomes],
+                    "tokens": [o.lease_token for o in outcomes],
+                    "kinds": [o.kind for o in outcomes],
+                    "results": [o.result for o in outcomes],
+                    "errors": [
+                        json.dumps(o.error.to_dict()) if o.error else None for o in outcomes
+                    ],
+                    "delays": [float(o.delay) for o in outcomes],
+                }
+                done = {r[0] for r in conn.execute(self._sql["FINISH_MANY"], params).fetchall()}
+                applied = [o.job_id in done for o in outcomes]
+            if limit > 0:
+                params = {
+                    "at": at,
+                    "tasks": list(tasks),
+                    "lease": lease,
+                    "worker_id": worker_id,
+                }
+                for queue in queues:
+                    params["queue"] = queue
+                    params["limit"] = limit - len(claimed)
+                    rows = conn.execute(self._sql["CLAIM"], params).fetchall()
+                    rows.sort(key=lambda r: (r[8], r[9], r[0]))
+                    claimed.extend(
+                        Claimed(int(r[0]), r[1], r[2], r[3], r[4], r[5], int(r[6]), r[7])
+                        for r in rows
+                    )
+                    if len(claimed) >= limit:
+                        break
+        return applied, claimed
+
+    def extend_leases(self, leases: Sequence[tuple[int, int]], lease: float) -> list[int]:
+        if not leases:
+            return []
+        params = {
+            "at": self._at(),
+            "lease": lease,
+            "ids": [i for i, _ in leases],
+            "tokens": [t for _, t in leases],
+        }
+        with self._tx() as conn:
+            kept = {r[0] for r in conn.execute(self._sql["EXTEND_LEASES"], params).fetchall()}
+        return [i for i, _ in leases if i not in kept]
+
+    def set_progress(self, job_id: int, token: int, progress: str) -> bool:
+        with self._tx() as conn:
+            cur = conn.execute(
+                self._sql["SET_PROGRESS"], {"id": job_id, "token": token, "progress": progress}
+            )
+            return cur.rowcount == 1
+
+    def release(
+        self, job_id: int, token: int, free_requeues: int, error: str
+    ) -> tuple[str, int] | None:
+        params = {
+            "at": self._at(),
+            "id": job_id,
+            "token": token,
+            "free": free_requeues,
+            "error": error,
+        }
+        with self._tx() as conn:
+            row = conn.execute(self._sql["RELEASE"], params).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def reap(self) -> ReapSummary:
+        at = self._at()
+        with self._tx() as conn:
+            rows = conn.execute(self._sql["REAP"], {"at": at}).fetchall()
+            at = conn.execute(self._sql["CLOCK"], {"at": at}).fetchone()
+            now = float(at[0]) if at else self.now()
+            summary = ReapSummary(
+                at=now,
+                recovered=sum(1 for r in rows if r[1] == "queued"),
+                failed=sum(1 for r in rows if r[1] == "failed"),
+                job_ids=tuple(sorted(int(r[0]) for r in rows)),
+            )
+            value = {"at": now, "recovered": summary.recovered, "failed": summary.failed}
+            conn.execute(self._sql["PUT_META"], {"key": "last_reap", "value": json.dumps(value)})
+        return summary
+
+    # -- reading and admin ----------------------------------------------------------------
+
+    def _one(self, sql_name: str, params: dict[str, Any]) -> JobRecord | None:
+        with self._tx() as conn:
+            row = conn.execute(self._sql[sql_name], params).fetchone()
+        return JobRecord(*row) if row else None
+
+    def get(self, job_id: int) -> JobRecord | None:
+        return self._one("SELECT_JOB", {"id": job_id})
+
+    def get_by_key(self, queue: str, key: str) -> JobRecord | None:
+        return self._one("SELECT_JOB_BY_KEY", {"queue": queue, "key": key})
+
+    def list_jobs(
+        self, *, state: str | None, queue: str | None, task: str | None, limit: int
+    ) -> list[JobRecord]:
+        ready: int | None = None
+        if state == "scheduled":
+            state, ready = "queued", 0
+        elif state == "queued":
+            ready = 1
+        params = {
+            "at": self._at(), "state": state, "ready": ready, "queue": queue,
+            "task": task, "limit": limit,
+        }  # fmt: skip
+        with self._tx() as conn:
+            rows = conn.execute(self._sql["LIST_JOBS"], params).fetchall()
+        return [JobRecord(*r) for r in rows]
+
+    def retry(self, job_id: int) -> bool:
+        with self._tx() as conn:
+            return conn.execute(self._sql["RETRY"], {"at": self._at(), "id": job_id}).rowcount == 1
+
+    def cancel(self, job_id: int) -> bool:
+        with self._tx() as conn:
+            return conn.execute(self._sql["CANCEL"], {"at": self._at(), "id": job_id}).rowcount == 1
+
+    def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool:
+        with self._tx() as conn:
+            row = conn.execute(
+                self._sql["HAS_PENDING"], {"queues": list(queues), "tasks": list(tasks)}
+            ).fetchone()
+        return bool(row and row[0])
+
+    def next_run_at(self, queues: Sequence[str]) -> float | None:
+        with self._tx() as conn:
+            row = conn.execute(self._sql["NEXT_RUN_AT"], {"queues": list(queues)}).fetchone()
+        return float(row[0]) if row and row[0] is not None else None
+
+    def register_worker(self, info: WorkerInfo) -> None:
+        params = {
+            "at": self._at(), "id": info.id, "host": info.host, "pid": info.pid,
+            "queues": json.dumps(list(info.queues)), "tasks": json.dumps(list(info.tasks)),
+            "lease": info.lease,
+        }  # fmt: skip
+        with self._tx() as conn:
+            conn.execute(self._sql["DELETE_DEAD_WORKERS"], {"at": params["at"]})
+            conn.execute(self._sql["UPSERT_WORKER"], params)
+
+    def touch_worker(self, worker_id: str) -> None:
+        with self._tx() as conn:
+            conn.execute(self._sql["TOUCH_WORKER"], {"at": self._at(), "id": worker_id})
+
+    def unregister_worker(self, worker_id: str) -> None:
+        with self._tx() as conn:
+            conn.execute(self._sql["DELETE_WORKER"], {"id": worker_id})
+
+    def status_data(self) -> StatusData:
+        at = self._at()
+        with self._tx() as conn:
+            row = conn.execute(self._sql["CLOCK"], {"at": at}).fetchone()
+            data = StatusData(now=float(row[0]) if row else self.now())
+            for queue, state, later, retried, n in conn.execute(
+                self._sql["COUNT_BY_STATE"], {"at": at}
+            ):
+                data.counts[(queue, state, later, retried)] = n
+            data.oldest_ready = {
+                r[0]: float(r[1]) for r in conn.execute(self._sql["OLDEST_READY"], {"at": at})
+            }
+            data.queued_tasks = [
+                (r[0], r[1], int(r[2])) for r in conn.execute(self._sql["QUEUED_TASKS"])
+            ]
+            for name, paused, reason, source, at in conn.execute(self._sql["SELECT_QUEUES"]):
+                if paused:
+                    data.paused[name] = {"reason": reason, "source": source, "at": at}
+            for r in conn.execute(self._sql["SELECT_WORKERS"]):
+                data.workers.append(
+                    WorkerInfo(
+                        r[0],
+                        r[1],
+                        r[2],
+                        tuple(json.loads(r[3])),
+                        tuple(json.loads(r[4])),
+                        r[5],
+                        r[6],
+                        r[7],
+                    )
+                )
+            meta = conn.execute(self._sql["GET_META"], {"key": "last_reap"}).fetchone()
+            data.last_reap = json.loads(meta[0]) if meta else None
+        return data
+
+    # -- wake-ups and leadership ----------------------------------------------------------
+
+    def changed(self) -> bool:
+        """True once a NOTIFY arrived since the last call (a listener thread waits for them)."""
+        if self._listener is None:
+            self._listener = threading.Thread(target=self._listen, name="durq-listen", daemon=True)
+            self._listener.start()
+            return True
+        if self._changed.is_set():
+            self._changed.clear()
+            return True
+        return False
+
+    def _listen(self) -> None:
+        pause = 0.1
+        while not self._closing.is_set():
+            try:
+                with psycopg.connect(self.options.conninfo, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {self.channel}")
+                    self._changed.set()  # anything may have happened while we were away
+                    pause = 0.1
+                    while not self._closing.is_set():
+                        for _ in conn.notifies(timeout=0.5, stop_after=1):
+                            self._changed.set()
+            except psycopg.Error:
+                self._changed.set()
+                self._closing.wait(pause)
+                pause = min(pause * 2, 5.0)
+
+    def lead(self, what: str = "maintenance", stale_after: float = 15.0) -> bool:
+        """True when this process should run the leader-only services now.
+
+        One process leads: the one holding an advisory lock on a dedicated session (if that
+        connection dies, the lock goes with it and another process takes over at its next
+        try). The leader stamps ``meta`` each time it is asked; a process that does not lead
+        also answers True when that stamp is older than ``stale_after`` seconds, so that a
+        frozen leader (SIGSTOP, a long pause) that still holds its session cannot stop
+        expired leases from being recovered. The reaper is one conditional UPDATE, so a
+        stand-in running it at the same time as a leader is harmless.
+        """
+        key = lock_key(self.options.schema, what)
+        with self._leader_lock:
+            conn = self._leader
+            try:
+                if conn is None or conn.closed:
+                    conn = self._leader = psycopg.connect(self.options.conninfo, autocommit=True)
+                    self._leads = False
+                if not self._leads:
+                    row = conn.execute(q.TRY_LEAD, {"key": key}).fetchone()
+                    self._leads = bool(row and row[0])
+                stamp = f"leader:{what}"
+                if self._leads:
+                    conn.execute(self._sql["STAMP_LEADER"], {"key": stamp, "at": self._at()})
+                    return True
+                row = conn.execute(
+                    self._sql["LEADER_AGE"], {"key": stamp, "at": self._at()}
+                ).fetchone()
+                return row is None or row[0] is None or float(row[0]) > stale_after
+            except psycopg.Error:
+                if self._leader is not None:
+                    with contextlib.suppress(psycopg.Error):
+                        self._leader.close()
+                self._leader = None
+                self._leads = False
+                return False
