@@ -66,3 +66,11 @@ def whoami(ms: float) -> str | None:
     time.sleep(ms / 1000)
     _record("end")
     return os.environ.get("WORKER_NAME")
+
+
+@dq.task(max_attempts=3, backoff=durq.constant(1.0))
+def fail_once() -> int:
+    """Fail the first attempt (transient), succeed on the next; retried after 1 s."""
+    if durq.context().attempt == 1:
+        raise durq.Transient("first attempt fails")
+    return durq.context().attempt

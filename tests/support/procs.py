@@ -45,8 +45,10 @@ class WorkerProc:
             os.kill(self.proc.pid, signum)
 
     def kill(self) -> None:
+        """SIGKILL, reap, and close the log (like ``stop``, but says what it does)."""
         self.signal(signal.SIGKILL)
         self.proc.wait(10)
+        self.stop()
 
     def wait(self, timeout: float) -> int:
         return self.proc.wait(timeout)
@@ -55,7 +57,8 @@ class WorkerProc:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
-        self._err.close()
+        if not self._err.closed:
+            self._err.close()
 
     def events(self) -> list[dict[str, object]]:
         import json

@@ -34,7 +34,9 @@ class Executor:
 
     def __init__(self, app: Durq, max_retry_after: float = MAX_RETRY_AFTER) -> None:
         self.app = app
-        self.clock: Callable[[], float] = app.clock
+        # The store's clock: on PostgreSQL an estimate of the database clock, so that error
+        # history is stamped alike whichever worker (and whatever its clock) recorded it.
+        self.clock: Callable[[], float] = lambda: app.store.now()
         self.max_retry_after = max_retry_after
 
     # -- steps ----------------------------------------------------------------------------
