@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, TypeVar, overload
 
 from durq.classify import Classifier, Rule
-from durq.errors import ConfigError, JobGone, JobNotFound, UnknownTask
+from durq.errors import ConfigError, JobGone, JobNotFound, PayloadError, UnknownTask
 from durq.job import Job
 from durq.model import JobRecord
 from durq.observability import events
@@ -27,12 +27,43 @@ DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 3
 
 
-def _check_name(what: str, value: str) -> str:
-    if not isinstance(value, str) or not value or len(value) > 200:
+#: Bounds on enqueue options, so that a value cannot overflow the store's integer columns.
+PRIORITY_LIMIT = 2**31 - 1
+MAX_ATTEMPTS_LIMIT = 1_000_000
+MAX_DELAY = 100 * 365 * 86400.0  # a hundred years, in seconds
+MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z
+
+
+def _check_name(what: str, value: str, longest: int = 200) -> str:
+    if not isinstance(value, str) or not value or len(value) > longest:
         raise ConfigError(
-            f"{what} must be a non-empty str of at most 200 characters, not {value!r}"
+            f"{what} must be a non-empty str of at most {longest} characters, not {value!r}"
         )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"{what} must be valid Unicode text (no lone surrogates): {value!r}"
+        ) from None
     return value
+
+
+def _check_int(what: str, value: object, low: int, high: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ConfigError(f"{what} must be an int from {low} to {high}, not {value!r}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _as_dict(value: Mapping[str, Any], what: str) -> dict[str, Any]:
+    try:
+        return dict(value)
+    except Exception as exc:  # noqa: BLE001 - a user Mapping may fail in any way
+        raise PayloadError(
+            f"{what} could not be read as a dict: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 class Durq:
@@ -48,6 +79,9 @@ class Durq:
         retry_unclassified: whether an error no classifier recognises is retried (True)
             or fails the job at once.
         clock: seconds since the epoch; tests inject one to move time.
+        migrate: create or upgrade the schema when the database is first used (default).
+            False opens only a database that already has this durq's schema, and writes no
+            schema (``StoreError`` otherwise): for tools that must not change a database.
 
     The database is opened (and migrated) on first use, not at construction.
     """
@@ -60,12 +94,14 @@ class Durq:
         classify: Sequence[Rule | Classifier] = (),
         retry_unclassified: bool = True,
         clock: Callable[[], float] = time.time,
+        migrate: bool = True,
     ) -> None:
         self.url = url or os.environ.get("DURQ_URL") or DEFAULT_URL
         self.payload_limit = payload_limit
         self.rules = tuple(classify)
         self.retry_unclassified = retry_unclassified
         self.clock = clock
+        self.auto_migrate = migrate
         self.tasks: dict[str, Task[Any, Any]] = {}
         self._store: Store | None = None
         self._open_lock = threading.Lock()
@@ -83,7 +119,9 @@ class Durq:
         if self._store is None:
             with self._open_lock:
                 if self._store is None:
-                    self._store = open_store(self.url, clock=self.clock)
+                    self._store = open_store(
+                        self.url, clock=self.clock, auto_migrate=self.auto_migrate
+                    )
         return self._store
 
     def close(self) -> None:
@@ -240,7 +278,7 @@ class Durq:
         """
         opts = EnqueueOptions(queue, delay, run_at, priority, key, max_attempts, meta, connection)
         return self.enqueue_with(
-            task_name, dict(payload or {}), opts, task=self.tasks.get(task_name)
+            task_name, {} if payload is None else payload, opts, task=self.tasks.get(task_name)
         )
 
     def enqueue_with(
@@ -296,44 +334,47 @@ class Durq:
             if opts.max_attempts is not None
             else (task.max_attempts if task else DEFAULT_MAX_ATTEMPTS)
         )
-        if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
-            raise ConfigError(f"max_attempts must be an int >= 1, not {max_attempts!r}")
+        _check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT)
         priority = opts.priority if opts.priority is not None else (task.priority if task else 0)
-        if not isinstance(priority, int):
-            raise ConfigError(f"priority must be an int, not {priority!r}")
+        _check_int("priority", priority, -PRIORITY_LIMIT, PRIORITY_LIMIT)
         run_at: float | None = None
         delay = 0.0
         if opts.delay is not None and opts.run_at is not None:
             raise ConfigError("give delay or run_at, not both")
         if opts.delay is not None:
-            if not (
-                isinstance(opts.delay, int | float)
-                and opts.delay >= 0
-                and math.isfinite(opts.delay)
-            ):
-                raise ConfigError(f"delay must be a number of seconds >= 0, not {opts.delay!r}")
+            if not (_is_number(opts.delay) and 0 <= opts.delay <= MAX_DELAY):
+                raise ConfigError(
+                    f"delay must be a number of seconds from 0 to {MAX_DELAY:.0f}, not {opts.delay!r}"
+                )
             delay = float(opts.delay)
         elif isinstance(opts.run_at, datetime):
             if opts.run_at.tzinfo is None:
                 raise ConfigError("run_at must be timezone-aware (e.g. datetime.now(timezone.utc))")
             run_at = opts.run_at.timestamp()
         elif opts.run_at is not None:
-            if not (isinstance(opts.run_at, int | float) and math.isfinite(opts.run_at)):
+            if not (_is_number(opts.run_at) and 0 <= opts.run_at <= MAX_EPOCH):
                 raise ConfigError(
                     f"run_at must be epoch seconds or a datetime, not {opts.run_at!r}"
                 )
             run_at = float(opts.run_at)
-        meta = encode(dict(opts.meta), what="meta", limit=self.payload_limit) if opts.meta else None
+        meta = None
+        if opts.meta:
+            if not isinstance(opts.meta, Mapping):
+                raise PayloadError(f"meta must be a dict, not {type(opts.meta).__name__}")
+            meta = encode(_as_dict(opts.meta, "meta"), what="meta", limit=self.payload_limit)
         return NewJob(queue, task_name, "", priority, run_at, max_attempts, None, meta, delay)
 
     def _with_payload(self, t: NewJob, payload: Mapping[str, Any], key: str | None) -> NewJob:
-        if not isinstance(payload, dict) and isinstance(payload, Mapping):
-            payload = dict(payload)
+        if isinstance(payload, Mapping) and not isinstance(payload, dict):
+            payload = _as_dict(payload, "payload")
         body = encode_payload(payload, self.payload_limit)
-        if key is not None and (not isinstance(key, str) or not key or len(key) > 1000):
-            raise ConfigError(
-                f"key must be a non-empty str of at most 1000 characters, not {key!r}"
-            )
+        task = self.tasks.get(t.task)
+        if task is not None:  # the producer knows the function: refuse what cannot fit it now
+            problem = task.payload_problem(payload)
+            if problem is not None:
+                raise PayloadError(f"payload does not fit {task.name}(): {problem}")
+        if key is not None:
+            _check_name("key", key, 1000)
         return NewJob(
             t.queue, t.task, body, t.priority, t.run_at, t.max_attempts, key, t.meta, t.delay
         )

@@ -50,6 +50,14 @@ def _text(exc: BaseException) -> str:
         return ""
 
 
+def describe(exc: BaseException) -> str:
+    """``str(exc)`` for error history; never raises (a broken ``__str__`` is reported as such)."""
+    try:
+        return str(exc)
+    except BaseException:  # noqa: BLE001 - whatever __str__ raises, the worker goes on
+        return f"<{type(exc).__name__}: str() failed>"
+
+
 @dataclass(frozen=True)
 class Classification:
     """The verdict on one error.

@@ -52,11 +52,16 @@ class Job:
         return self._record.task
 
     @property
-    def state(self) -> JobState:
+    def state(self) -> str:
+        """A :class:`durq.JobState` (a ``str``); a damaged row's raw value is returned as is,
+        so that one bad row cannot make listing jobs fail."""
         r = self._record
-        if r.state == JobState.QUEUED and r.run_at > self._store.now():
-            return JobState.SCHEDULED
-        return JobState(r.state)
+        try:
+            if r.state == JobState.QUEUED and float(r.run_at) > self._store.now():
+                return JobState.SCHEDULED
+            return JobState(r.state)
+        except (TypeError, ValueError):
+            return str(r.state)
 
     @property
     def attempts(self) -> int:

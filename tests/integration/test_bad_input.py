@@ -219,9 +219,9 @@ def test_enqueue_async_runs_off_the_loop(make_app) -> None:
         seen: list[int] = []
         orig = app.store.enqueue
 
-        def spy(jobs):  # records which thread wrote: must not be the event loop's
+        def spy(jobs, connection=None):  # records which thread wrote: not the event loop's
             seen.append(threading.get_ident())
-            return orig(jobs)
+            return orig(jobs, connection=connection)
 
         app.store.enqueue = spy  # type: ignore[method-assign]
         try:

@@ -240,7 +240,10 @@ def test_payload_that_does_not_fit_the_signature_fails_for_good(make_any, drain)
     def needs_x(x: int) -> int:
         return x
 
-    job = app.enqueue("needs_x", {"y": 1})
+    with pytest.raises(TypeError, match="does not fit needs_x"):
+        app.enqueue("needs_x", {"y": 1})  # the producer knows the task: refused at once
+    producer = make_any()  # one that does not import the task cannot check
+    job = producer.enqueue("needs_x", {"y": 1})
     drain(app)
     with pytest.raises(durq.JobFailed, match="does not fit"):
         job.wait(1)

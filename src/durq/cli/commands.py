@@ -22,6 +22,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+JOB_ID = click.IntRange(min=1, max=2**63 - 1)
 
 
 def db_option(fn: F) -> F:
@@ -52,7 +53,7 @@ def open_existing(url: str) -> Durq:
         path = parse_url(url).path
         if not Path(path).exists():
             fail(f"no database at {path} (give --db or set DURQ_URL)")
-    return Durq(url)
+    return Durq(url, migrate=False)
 
 
 def load_app(spec: str, url: str | None) -> Durq:
@@ -62,10 +63,20 @@ def load_app(spec: str, url: str | None) -> Durq:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        fail(f"cannot import {module_name!r}: {exc}", EXIT_USAGE)
-    app = getattr(module, attr or "dq", None)
+        hint = ""
+        if not attr and "." in module_name:
+            head, _, tail = module_name.rpartition(".")
+            hint = f" (did you mean {head}:{tail}? the form is MODULE:ATTR)"
+        fail(f"cannot import {module_name!r}: {exc}{hint}", EXIT_USAGE)
+    name = attr or "dq"
+    if not hasattr(module, name):
+        fail(
+            f"module {module_name!r} has no attribute {name!r} (the form is MODULE:ATTR)",
+            EXIT_USAGE,
+        )
+    app = getattr(module, name)
     if not isinstance(app, Durq):
-        fail(f"{spec!r} is not a durq.Durq instance (got {type(app).__name__})", EXIT_USAGE)
+        fail(f"{module_name}:{name} is a {type(app).__name__}, not a durq.Durq", EXIT_USAGE)
     assert isinstance(app, Durq)
     if url:
         app.url = url
@@ -97,7 +108,13 @@ def cli() -> None:
 @click.option(
     "--grace", default=30.0, show_default=True, type=click.FloatRange(min=0), help="Seconds."
 )
-@click.option("--free-requeues", default=2, show_default=True, type=click.IntRange(min=0))
+@click.option(
+    "--free-requeues",
+    default=2,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Shutdowns per job that hand its attempt back; later ones count as an attempt.",
+)
 @click.option("--worker-id", default=None, help="Unique worker id (default host:pid:random).")
 @click.option(
     "--log-level",
@@ -117,8 +134,9 @@ def worker(
     worker_id: str | None,
     log_level: str,
 ) -> None:
-    """Run a worker for the tasks of MODULE:ATTR (a durq.Durq). SIGTERM/SIGINT: graceful
-    shutdown within --grace; a second signal exits at once. Events: JSON lines on stderr."""
+    """Run a worker for the tasks of MODULE:ATTR (a durq.Durq; MODULE alone means MODULE:dq).
+    SIGTERM/SIGINT: graceful shutdown within --grace; a second signal exits at once.
+    Events: JSON lines on stderr."""
     import logging
 
     configure_json_logging(level=getattr(logging, log_level.upper()))
@@ -149,6 +167,13 @@ def worker(
 @click.option("--priority", type=int, default=None, help="Lower runs first.")
 @click.option("--key", default=None, help="Idempotency key.")
 @click.option("--max-attempts", type=click.IntRange(min=1), default=None)
+@click.option(
+    "--app",
+    "app_spec",
+    default=None,
+    metavar="MODULE:ATTR",
+    help="Take the task's queue, attempts and priority from this app (and check the payload).",
+)
 @json_option
 def enqueue(
     task: str,
@@ -160,10 +185,14 @@ def enqueue(
     priority: int | None,
     key: str | None,
     max_attempts: int | None,
+    app_spec: str | None,
     as_json: bool,
 ) -> None:
     """Enqueue a job for TASK. The payload is --payload '{"k": 1}' and/or k=v pairs
-    (each v parsed as JSON when it is valid JSON, else taken as a string)."""
+    (each v parsed as JSON when it is valid JSON, else taken as a string).
+
+    Without --app the job gets queue "default", 3 attempts and priority 0 unless the
+    options say otherwise: durq does not import your code to learn the task's settings."""
     body: dict[str, Any] = {}
     if payload is not None:
         try:
@@ -180,8 +209,13 @@ def enqueue(
             body[name] = json.loads(raw)
         except ValueError:
             body[name] = raw
+    app = Durq(db)
+    if app_spec is not None:
+        app = load_app(app_spec, db)
+        if task not in app.tasks:
+            fail(f"{app_spec} has no task named {task!r} (known: {sorted(app.tasks)})", EXIT_USAGE)
     try:
-        job = Durq(db).enqueue(
+        job = app.enqueue(
             task,
             body,
             queue=queue,
@@ -195,7 +229,7 @@ def enqueue(
     if as_json:
         render.print_json(job.to_dict())
     else:
-        click.echo(f"enqueued job {job.id} ({job.task} on {job.queue}, {job.state})")
+        click.echo(f"enqueued job {job.id} ({job.task} on {job.queue}, {job.state}) in {app.url}")
 
 
 @cli.command()
@@ -246,7 +280,7 @@ def jobs_list(
 
 
 @jobs.command("show")
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=JOB_ID)
 @db_option
 @json_option
 def jobs_show(job_id: int, db: str, as_json: bool) -> None:
@@ -262,7 +296,7 @@ def jobs_show(job_id: int, db: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("job_ids", type=int, nargs=-1, required=True)
+@click.argument("job_ids", type=JOB_ID, nargs=-1, required=True)
 @db_option
 @json_option
 def retry(job_ids: tuple[int, ...], db: str, as_json: bool) -> None:
@@ -271,7 +305,7 @@ def retry(job_ids: tuple[int, ...], db: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("job_ids", type=int, nargs=-1, required=True)
+@click.argument("job_ids", type=JOB_ID, nargs=-1, required=True)
 @db_option
 @json_option
 def cancel(job_ids: tuple[int, ...], db: str, as_json: bool) -> None:

@@ -30,7 +30,10 @@ def ago(seconds: float | None) -> str:
 def when(ts: float | None) -> str:
     if ts is None:
         return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S%z", time.localtime(ts))
+    except (OverflowError, OSError, ValueError, TypeError):
+        return str(ts)
 
 
 def print_json(value: Any) -> None:

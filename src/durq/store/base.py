@@ -85,6 +85,10 @@ class Store(Protocol):
 
     def migrate(self) -> int: ...
 
+    def verify(self) -> None:
+        """Raise StoreError if the database this store opened is no longer the one at its URL."""
+        ...
+
     def enqueue(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Inserted]:
         """Insert jobs in one transaction; one :class:`Inserted` per job, in order.
 

@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from durq.classify import PERMANENT, classify
+from durq.classify import PERMANENT, classify, describe
 from durq.context import JobContext, bind, unbind
 from durq.errors import PayloadError, Permanent
 from durq.failpoints import hit
@@ -102,7 +102,7 @@ class Executor:
         try:
             result = encode(value, what="result", limit=self.app.payload_limit)
         except PayloadError as exc:
-            return self.failed(job, type(exc).__name__, str(exc), "unserialisable_result")
+            return self.failed(job, type(exc).__name__, describe(exc), "unserialisable_result")
         return Outcome(job.id, job.lease_token, "succeeded", result=result)
 
     def failed(
@@ -127,8 +127,8 @@ class Executor:
             else f"{decision.kind}:{decision.reason}"
         )
         if decision.kind == PERMANENT or isinstance(exc, Permanent):
-            return self.failed(job, type_name, str(exc), kind, tb)
-        return self._retry_or_fail(job, task, type_name, str(exc), tb, kind, exc)
+            return self.failed(job, type_name, describe(exc), kind, tb)
+        return self._retry_or_fail(job, task, type_name, describe(exc), tb, kind, exc)
 
     def _retry_or_fail(
         self,

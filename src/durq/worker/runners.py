@@ -8,10 +8,13 @@ that will not return (its job has been given back and fenced by then).
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
+
+log = logging.getLogger("durq.worker")
 
 
 class ThreadRunner:
@@ -34,7 +37,10 @@ class ThreadRunner:
             fn = self._queue.get()
             if fn is None:
                 return
-            fn()
+            try:
+                fn()
+            except BaseException:  # a pool thread must outlive any one job
+                log.exception("durq task thread: unexpected error outside the task")
 
     def close(self) -> None:
         for _ in self._threads:

@@ -112,7 +112,7 @@ class Claimer(Service):
                 events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
                 for item in batch:  # not written: put back, in order, for the next try
                     self.outcomes.put(item)
-                self.sleep(pause)
+                time.sleep(pause)  # not self.sleep: it would not wait once stopping
                 pause = min(pause * 2, 1.0)
                 continue
             if claimed:
@@ -157,11 +157,16 @@ class Heartbeat(Service):
     def beat(self) -> None:
         w = self.worker
         hit("heartbeat")
-        lost = w.app.store.extend_leases(w.inflight.leases(), w.lease)
+        w.app.store.verify()
+        leases = w.inflight.leases()
+        tokens = dict(leases)
+        lost = w.app.store.extend_leases(leases, w.lease)
         for job_id in lost:
             with w.inflight.lock:
                 attempt = w.inflight.attempts.get(job_id)
-                if attempt is None or attempt.settled:
+                # the same job may have been re-claimed as a new attempt meanwhile: only the
+                # attempt whose token failed to extend has lost its lease
+                if attempt is None or attempt.settled or attempt.job.lease_token != tokens[job_id]:
                     continue
             attempt.ctx.mark_lease_lost()
             events.emit(
@@ -210,9 +215,13 @@ class Reaper(Service):
 
 
 class Timeouts(Service):
-    """Fails attempts of ``def`` tasks that outrun their ``timeout``: a thread cannot be
-    killed, so the job is settled with a timeout outcome (retry or fail), its context
-    reports ``lease_lost``, and the thread's late outcome is dropped."""
+    """Settles attempts that outrun their ``timeout`` with a timeout outcome (retry or fail).
+
+    A thread cannot be killed, so for ``def`` tasks this is the timeout: the context reports
+    ``lease_lost`` and the thread's late outcome is dropped. ``async def`` tasks are
+    cancelled by ``asyncio.wait_for`` at their timeout; this service catches the ones that
+    do not stop (a coroutine blocking the event loop, or one that swallows the
+    cancellation) one second later."""
 
     name = "timeouts"
     tick = 0.05

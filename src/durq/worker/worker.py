@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from durq.classify import describe
 from durq.context import JobContext
 from durq.errors import ConfigError
 from durq.model import AttemptError, Claimed, Outcome
@@ -28,6 +30,10 @@ if TYPE_CHECKING:
     from durq.app import Durq
 
 log = logging.getLogger("durq.worker")
+
+#: Seconds past an async task's timeout before the watchdog settles it (it should have been
+#: cancelled by then; a coroutine that blocks the loop or swallows the cancel is not).
+ASYNC_TIMEOUT_SLACK = 1.0
 
 
 class Worker:
@@ -125,11 +131,16 @@ class Worker:
                 self.lease,
             )
         )
-        self.reaper.reap_once()
+        try:
+            self.reaper.reap_once()
+        except BaseException:
+            with contextlib.suppress(Exception):  # do not leave a phantom "live worker" behind
+                store.unregister_worker(self.id)
+            raise
         self._threads = ThreadRunner(self.concurrency)
         for service in (self.heartbeat, self.reaper, self.claimer):
             service.start()
-        if any(t.timeout is not None and not t.is_async for t in self.app.tasks.values()):
+        if any(t.timeout is not None for t in self.app.tasks.values()):
             self.timeouts.start()
         self._started = True
         events.emit(
@@ -285,8 +296,11 @@ class Worker:
             self.app.store.set_progress,
         )
         deadline = None
-        if task is not None and task.timeout is not None and not task.is_async:
-            deadline = time.monotonic() + task.timeout
+        if task is not None and task.timeout is not None:
+            # async tasks are cancelled at their timeout; the watchdog is their backstop
+            deadline = (
+                time.monotonic() + task.timeout + (ASYNC_TIMEOUT_SLACK if task.is_async else 0.0)
+            )
         attempt = Attempt(job, ctx, deadline=deadline)
         self.inflight.add(attempt)
         if events.enabled():
@@ -322,14 +336,14 @@ class Worker:
             self.claimer.submit(attempt, outcome)
 
     def _internal_failure(self, attempt: Attempt, exc: BaseException) -> Outcome:
+        """An outcome for an error that escaped the executor's own steps; never raises."""
         job = attempt.job
+        try:
+            tb = "".join(traceback.format_exception(exc))
+        except BaseException:  # noqa: BLE001
+            tb = ""
         error = AttemptError(
-            job.attempt,
-            self.app.store.now(),
-            type(exc).__name__,
-            str(exc),
-            "".join(traceback.format_exception(exc)),
-            "transient",
+            job.attempt, self.app.store.now(), type(exc).__name__, describe(exc), tb, "transient"
         )
         kind = "failed" if job.attempt >= job.max_attempts else "retry"
         return Outcome(job.id, job.lease_token, kind, error=error, delay=1.0)

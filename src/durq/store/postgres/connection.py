@@ -130,6 +130,39 @@ def render(statement: str, schema: str) -> Any:
     return statement.replace("{schema}", quoted).replace("{s}", quoted)
 
 
+def require_current(pool: ConnectionPool, opts: PostgresOptions) -> None:
+    """For read-only use: refuse a schema that is not exactly this durq's (writes nothing).
+
+    Raises:
+        StoreError: no durq schema there, or an older one (``durq migrate`` fixes both).
+        SchemaTooNew: a newer durq migrated it.
+    """
+    from durq.store.postgres import queries as q
+
+    latest = migration_files()[-1][0]
+    try:
+        with pool.connection() as conn:
+            if conn.execute(q.SCHEMA_EXISTS, {"name": opts.schema}).fetchone() is None:
+                current = 0
+            else:
+                row = conn.execute(render(q.CURRENT_VERSION, opts.schema)).fetchone()
+                current = int(row[0]) if row else 0
+    except psycopg.errors.UndefinedTable:
+        current = 0
+    except psycopg.Error as exc:
+        raise translate(exc, opts) from exc
+    if current > latest:
+        raise SchemaTooNew(
+            f"schema {opts.schema!r} at {opts.masked} is at durq schema v{current}, but this "
+            f"durq knows up to v{latest}; upgrade durq (refusing to touch it)"
+        )
+    if current < latest:
+        raise StoreError(
+            f"schema {opts.schema!r} at {opts.masked} has durq schema v{current} (v{latest} "
+            "needed); `durq migrate` creates or upgrades it"
+        )
+
+
 def migrate(pool: ConnectionPool, opts: PostgresOptions) -> int:
     """Create the schema or bring it to the newest version, under an advisory lock so that
     two processes starting at once cannot both migrate. Versions live in

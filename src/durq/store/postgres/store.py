@@ -28,6 +28,7 @@ from durq.store.postgres.connection import (
     open_pool,
     parse_url,
     render,
+    require_current,
     translate,
 )
 
@@ -71,6 +72,8 @@ class PostgresStore:
         self._leads = False
         if auto_migrate:
             self.migrate()
+        else:
+            require_current(self._pool, self.options)
         with self._tx() as conn:
             before = time.time()
             row = conn.execute(self._sql["WALL_CLOCK"]).fetchone()
@@ -118,6 +121,9 @@ class PostgresStore:
 
     def migrate(self) -> int:
         return migrate(self._pool, self.options)
+
+    def verify(self) -> None:
+        """Nothing to check: a server's database cannot be swapped under an open session."""
 
     # -- enqueue --------------------------------------------------------------------------
 

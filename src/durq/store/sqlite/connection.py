@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.resources
+import math
 import os
 import random
 import sqlite3
@@ -72,6 +73,9 @@ def parse_url(url: str) -> SqliteOptions:
         lock = float(query.get("lock_timeout", 30.0))
     except ValueError as exc:
         raise ConfigError(f"bad timeout in {url!r}: {exc}") from None
+    for name, value in (("busy_timeout", busy), ("lock_timeout", lock)):
+        if not (math.isfinite(value) and 0 <= value <= 3600):
+            raise ConfigError(f"{name} must be seconds from 0 to 3600, not {value} (in {url!r})")
     return SqliteOptions(path=path, synchronous=sync, busy_timeout=busy, lock_timeout=lock)
 
 
@@ -88,7 +92,7 @@ def translate(exc: sqlite3.Error, path: str) -> StoreError:
     """Turn a sqlite3 error into durq's error tree with a message naming the file."""
     text = str(exc)
     low = text.lower()
-    if "file is not a database" in low or "malformed" in low:
+    if "file is not a database" in low or "disk image is malformed" in low:
         return StoreError(f"{path} is not a SQLite database (or is corrupt): {text}")
     if "disk is full" in low or "disk i/o error" in low:
         return StoreError(f"cannot write {path}: {text}; free some space and try again")
@@ -206,6 +210,33 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
+def require_current(conn: sqlite3.Connection, opts: SqliteOptions) -> None:
+    """For read-only use: refuse a database whose schema is not exactly this durq's.
+
+    Raises:
+        StoreError: no durq schema (``durq migrate`` creates it) or an older one.
+        SchemaTooNew: a newer durq migrated it.
+    """
+    latest = migration_files()[-1][0]
+    try:
+        current = schema_version(conn)
+    except sqlite3.Error as exc:
+        raise translate(exc, opts.path) from exc
+    if current > latest:
+        raise SchemaTooNew(
+            f"{opts.path} has durq schema v{current}, but this durq knows up to v{latest}; "
+            "upgrade durq (refusing to touch the database)"
+        )
+    if current == 0:
+        raise StoreError(
+            f"{opts.path} holds no durq jobs (no durq schema); `durq migrate` creates it"
+        )
+    if current < latest:
+        raise StoreError(
+            f"{opts.path} has durq schema v{current}; run `durq migrate` to bring it to v{latest}"
+        )
+
+
 def migrate(conn: sqlite3.Connection, opts: SqliteOptions) -> int:
     """Bring the schema to the newest version this durq knows; returns that version.
 
@@ -230,7 +261,8 @@ def migrate(conn: sqlite3.Connection, opts: SqliteOptions) -> int:
         )
     if current == latest:
         return current
-    if current > 0 and os.path.exists(opts.path):
+    has_tables = bool(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
+    if (current > 0 or has_tables) and os.path.exists(opts.path):
         backup = f"{opts.path}.v{current}-{int(time.time())}.bak"
         dest = sqlite3.connect(backup)
         try:

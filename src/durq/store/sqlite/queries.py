@@ -6,6 +6,14 @@ the store from its clock so that tests can move time.
 
 from __future__ import annotations
 
+# The error history, or - when a damaged row's history is not a JSON array - that damage kept
+# as one entry, so that appending to it can never fail (a corrupt row must not stop the reaper).
+HISTORY = (
+    "(CASE WHEN json_valid(errors) AND json_type(errors) = 'array' THEN errors "
+    "ELSE json_array(json_object('attempt', 0, 'at', 0, 'type', 'UnreadableHistory', "
+    "'message', CAST(errors AS TEXT), 'traceback', '', 'kind', 'corrupt')) END)"
+)
+
 JOB_COLUMNS = (
     "id, queue, task, payload, priority, run_at, attempts, max_attempts, state, lease_token, "
     "lease_expires_at, worker_id, key, created_at, started_at, finished_at, result, progress, "
@@ -61,8 +69,16 @@ WHERE id IN (
         ORDER BY priority, run_at, id
         LIMIT :limit)
   AND NOT EXISTS (SELECT 1 FROM queues WHERE name = :queue AND paused = 1)
-RETURNING id, queue, task, payload, attempts, max_attempts, lease_token, shutdown_requeues,
-          priority, run_at
+RETURNING id, queue, task, payload, CAST(attempts AS INTEGER), CAST(max_attempts AS INTEGER),
+          lease_token, CAST(shutdown_requeues AS INTEGER), CAST(priority AS INTEGER),
+          CAST(run_at AS REAL)
+"""
+
+# A read before a claim, so that an idle worker takes the write lock only when work is due.
+ANY_READY = """
+SELECT EXISTS (SELECT 1 FROM jobs
+               WHERE state = 'queued' AND queue IN (SELECT value FROM json_each(:queues))
+                 AND run_at <= :now AND task IN (SELECT value FROM json_each(:tasks)))
 """
 
 FINISH_SUCCEEDED = """
@@ -72,16 +88,16 @@ SET state = 'succeeded', result = :result, finished_at = :now,
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
-FINISH_RETRY = """
+FINISH_RETRY = f"""
 UPDATE jobs
-SET state = 'queued', run_at = :run_at, errors = json_insert(errors, '$[#]', json(:error)),
+SET state = 'queued', run_at = :run_at, errors = json_insert({HISTORY}, '$[#]', json(:error)),
     lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
-FINISH_FAILED = """
+FINISH_FAILED = f"""
 UPDATE jobs
-SET state = 'failed', finished_at = :now, errors = json_insert(errors, '$[#]', json(:error)),
+SET state = 'failed', finished_at = :now, errors = json_insert({HISTORY}, '$[#]', json(:error)),
     lease_token = NULL, lease_expires_at = NULL
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
@@ -98,15 +114,15 @@ WHERE id = :id AND lease_token = :token AND state = 'running'
 
 # Shutdown: give a running job back. The first :free requeues of a job hand its attempt back;
 # later ones keep it (and fail the job when none are left), so restarts cannot loop a job forever.
-RELEASE = """
+RELEASE = f"""
 UPDATE jobs
-SET state = CASE WHEN shutdown_requeues >= :free AND attempts >= max_attempts
+SET state = CASE WHEN shutdown_requeues >= :free AND CAST(attempts AS INTEGER) >= CAST(max_attempts AS INTEGER)
                  THEN 'failed' ELSE 'queued' END,
-    finished_at = CASE WHEN shutdown_requeues >= :free AND attempts >= max_attempts
+    finished_at = CASE WHEN shutdown_requeues >= :free AND CAST(attempts AS INTEGER) >= CAST(max_attempts AS INTEGER)
                        THEN :now ELSE NULL END,
     attempts = CASE WHEN shutdown_requeues >= :free THEN attempts ELSE attempts - 1 END,
     errors = CASE WHEN shutdown_requeues >= :free
-                  THEN json_insert(errors, '$[#]', json(:error)) ELSE errors END,
+                  THEN json_insert({HISTORY}, '$[#]', json(:error)) ELSE errors END,
     shutdown_requeues = shutdown_requeues + 1,
     run_at = :now, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE id = :id AND lease_token = :token AND state = 'running'
@@ -115,11 +131,11 @@ RETURNING state, attempts
 
 # Reaper: leases past expiry go back to the queue (their attempt stays counted), or fail
 # when no attempts are left. The lost delivery is written into the error history.
-REAP = """
+REAP = f"""
 UPDATE jobs
-SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
-    finished_at = CASE WHEN attempts >= max_attempts THEN :now ELSE NULL END,
-    errors = json_insert(errors, '$[#]', json_object(
+SET state = CASE WHEN CAST(attempts AS INTEGER) >= CAST(max_attempts AS INTEGER) THEN 'failed' ELSE 'queued' END,
+    finished_at = CASE WHEN CAST(attempts AS INTEGER) >= CAST(max_attempts AS INTEGER) THEN :now ELSE NULL END,
+    errors = json_insert({HISTORY}, '$[#]', json_object(
         'attempt', attempts, 'at', :now, 'type', 'LeaseExpired',
         'message', 'lease expired: worker ' || coalesce(worker_id, '?') || ' stopped heartbeating',
         'traceback', '', 'kind', 'lease_lost')),

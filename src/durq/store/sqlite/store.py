@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from durq.errors import ConfigError
+from durq.errors import ConfigError, StoreError
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
 from durq.store.base import Inserted, NewJob, StatusData, WorkerInfo
 from durq.store.sqlite import queries as q
@@ -19,6 +20,7 @@ from durq.store.sqlite.connection import (
     connect,
     migrate,
     parse_url,
+    require_current,
     retry_busy,
     translate,
     write_transaction,
@@ -35,7 +37,8 @@ class SqliteStore:
         url: ``sqlite:///path.db`` (options ``synchronous``, ``busy_timeout``,
             ``lock_timeout``) or a bare path.
         clock: seconds since the epoch; injected by tests to move time.
-        auto_migrate: apply pending migrations on open (the default).
+        auto_migrate: apply pending migrations on open (the default); when False, refuse
+            (StoreError) a database without this durq's exact schema, and write nothing.
 
     Raises:
         ConfigError: a malformed URL or option.
@@ -64,7 +67,29 @@ class SqliteStore:
         if auto_migrate:
             self.migrate()
         else:
-            self._conn()
+            require_current(self._conn(), self.options)
+        self._identity = self._file_identity()
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def verify(self) -> None:
+        """Raise if the database file was deleted or replaced since it was opened.
+
+        SQLite keeps writing to the file it opened, so a worker would otherwise go on with
+        an unlinked copy that nobody else sees.
+
+        Raises:
+            StoreError: the file is gone or is another file now.
+        """
+        now = self._file_identity()
+        if now != self._identity:
+            what = "deleted" if now is None else "replaced by another file"
+            raise StoreError(f"{self.path} was {what} while durq had it open; restart to use it")
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -209,15 +234,18 @@ class SqliteStore:
         worker_id: str,
     ) -> tuple[list[bool], list[Claimed]]:
         conn = self._conn()
-        now = self.now()
         applied: list[bool] = []
         claimed: list[Claimed] = []
+        tasks_json = json.dumps(list(tasks))
+        if not outcomes and (limit <= 0 or not self._ready(conn, queues, tasks_json)):
+            return applied, claimed  # nothing to write: no write lock taken
         with self._write():
+            now = self.now()  # after the lock is ours: a wait for it must not shorten leases
             for o in outcomes:
                 applied.append(self._finish_one(conn, o, now))
             if limit > 0 and queues:
                 params: dict[str, Any] = {
-                    "tasks": json.dumps(list(tasks)),
+                    "tasks": tasks_json,
                     "now": now,
                     "expires": now + lease,
                     "worker_id": worker_id,
@@ -233,6 +261,17 @@ class SqliteStore:
                     if len(claimed) >= limit:
                         break
         return applied, claimed
+
+    def _ready(self, conn: sqlite3.Connection, queues: Sequence[str], tasks_json: str) -> bool:
+        """A read (no lock): is any job of these queues and tasks due? Claims only then."""
+        try:
+            row = conn.execute(
+                q.ANY_READY,
+                {"queues": json.dumps(list(queues)), "tasks": tasks_json, "now": self.now()},
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        return bool(row and row[0])
 
     @staticmethod
     def _finish_one(conn: sqlite3.Connection, o: Outcome, now: float) -> bool:
@@ -255,9 +294,9 @@ class SqliteStore:
         if not leases:
             return []
         conn = self._conn()
-        expires = self.now() + lease
         lost: list[int] = []
         with self._write():
+            expires = self.now() + lease  # after the lock is ours, not before the wait for it
             for job_id, token in leases:
                 cur = conn.execute(
                     q.EXTEND_LEASE, {"id": job_id, "token": token, "expires": expires}
@@ -276,16 +315,21 @@ class SqliteStore:
         self, job_id: int, token: int, free_requeues: int, error: str
     ) -> tuple[str, int] | None:
         conn = self._conn()
-        params = {"id": job_id, "token": token, "free": free_requeues, "error": error}
-        params["now"] = self.now()
+        params: dict[str, Any] = {
+            "id": job_id,
+            "token": token,
+            "free": free_requeues,
+            "error": error,
+        }
         with self._write():
+            params["now"] = self.now()
             row = conn.execute(q.RELEASE, params).fetchone()
         return (row[0], row[1]) if row else None
 
     def reap(self) -> ReapSummary:
         conn = self._conn()
-        now = self.now()
         with self._write():
+            now = self.now()
             rows = conn.execute(q.REAP, {"now": now}).fetchall()
             summary = ReapSummary(
                 at=now,
