@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test bench lint soak clean
+.PHONY: demo test bench lint clean clean-demo
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,5 +26,8 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests examples bench
 	$(VENV)/bin/mypy
 
+clean-demo:
+	rm -rf .demo
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info
+	rm -rf .demo $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info
