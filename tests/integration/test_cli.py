@@ -106,3 +106,25 @@ def test_worker_runs_jobs_from_the_cli(tmp_path: Path) -> None:
     events = [json.loads(line)["event"] for line in err.splitlines() if line.startswith("{")]
     assert events[0] == "worker_started"
     assert "job_succeeded" in events and events[-1] == "worker_stopped"
+
+
+def test_enqueue_with_app_takes_the_tasks_settings(tmp_path: Path) -> None:
+    db = str(tmp_path / "jobs.db")
+    plain = json.loads(run("enqueue", "fail_once", "--db", db, "--json").stdout)
+    assert (plain["queue"], plain["max_attempts"]) == ("default", 3)
+    out = run("enqueue", "sleepy", "ms=1", "--db", db, "--json", "--app", "tests.apps.basic:dq")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["max_attempts"] == 10  # the task's own setting
+    bad = run("enqueue", "sleepy", "seconds=1", "--db", db, "--app", "tests.apps.basic:dq")
+    assert bad.returncode == 1 and "does not fit sleepy()" in bad.stderr
+    unknown = run("enqueue", "nope", "--db", db, "--app", "tests.apps.basic:dq")
+    assert unknown.returncode == 2 and "no task named 'nope'" in unknown.stderr
+    human = run("enqueue", "fail_once", "--db", db)
+    assert f"in {db}" in human.stdout
+
+
+def test_module_attr_mistakes_say_what_is_wrong() -> None:
+    missing = run("worker", "tests.apps.basic:dqq")
+    assert missing.returncode == 2 and "has no attribute 'dqq'" in missing.stderr
+    dotted = run("worker", "tests.apps.basic.dq")
+    assert dotted.returncode == 2 and "did you mean tests.apps.basic:dq" in dotted.stderr
