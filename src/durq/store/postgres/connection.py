@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from durq.errors import ConfigError, SchemaTooNew, StoreError, StoreUnavailable
+from durq.failpoints import hit
 
 try:
     import psycopg
@@ -191,6 +192,7 @@ def migrate(pool: ConnectionPool, opts: PostgresOptions) -> int:
             for version, _name, text in files:
                 if version > current:
                     conn.execute(render(text, opts.schema))
+                    hit("migration")
                     conn.execute(render(q.RECORD_VERSION, opts.schema), {"version": version})
     except (SchemaTooNew, StoreError):
         raise

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 
 from durq.errors import StoreError
+from durq.failpoints import hit
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
 from durq.store.base import Inserted, NewJob, StatusData, WorkerInfo
 from durq.store.postgres import queries as q
@@ -225,6 +226,9 @@ class PostgresStore:
                 }
                 done = {r[0] for r in conn.execute(self._sql["FINISH_MANY"], params).fetchall()}
                 applied = [o.job_id in done for o in outcomes]
+                if any(o.kind == "retry" for o in outcomes):
+                    hit("retry_tx")
+                hit("finish_tx")
             if limit > 0:
                 params = {
                     "at": at,
@@ -256,6 +260,7 @@ class PostgresStore:
         }
         with self._tx() as conn:
             kept = {r[0] for r in conn.execute(self._sql["EXTEND_LEASES"], params).fetchall()}
+            hit("heartbeat_tx")
         return [i for i, _ in leases if i not in kept]
 
     def set_progress(self, job_id: int, token: int, progress: str) -> bool:

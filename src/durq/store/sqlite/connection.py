@@ -16,6 +16,7 @@ from typing import TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from durq.errors import ConfigError, SchemaTooNew, StoreBusy, StoreError
+from durq.failpoints import hit
 
 MIN_SQLITE = (3, 35, 0)  # RETURNING
 SYNCHRONOUS_MODES = ("full", "normal", "extra")
@@ -278,5 +279,6 @@ def migrate(conn: sqlite3.Connection, opts: SqliteOptions) -> int:
                 continue
             for statement in split_statements(sql):
                 conn.execute(statement)
+                hit("migration")
             conn.execute(f"PRAGMA user_version = {version}")
     return latest

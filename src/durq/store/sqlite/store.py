@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from durq.errors import ConfigError, StoreError
+from durq.failpoints import hit
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
 from durq.store.base import Inserted, NewJob, StatusData, WorkerInfo
 from durq.store.sqlite import queries as q
@@ -243,6 +244,8 @@ class SqliteStore:
             now = self.now()  # after the lock is ours: a wait for it must not shorten leases
             for o in outcomes:
                 applied.append(self._finish_one(conn, o, now))
+            if outcomes:
+                hit("finish_tx")
             if limit > 0 and queues:
                 params: dict[str, Any] = {
                     "tasks": tasks_json,
@@ -287,7 +290,9 @@ class SqliteStore:
         params = {"id": o.job_id, "token": o.lease_token, "error": error, "now": now}
         if o.kind == "retry":
             params["run_at"] = now + o.delay
-            return conn.execute(q.FINISH_RETRY, params).rowcount == 1
+            done = conn.execute(q.FINISH_RETRY, params).rowcount == 1
+            hit("retry_tx")
+            return done
         return conn.execute(q.FINISH_FAILED, params).rowcount == 1
 
     def extend_leases(self, leases: Sequence[tuple[int, int]], lease: float) -> list[int]:
@@ -303,6 +308,7 @@ class SqliteStore:
                 )
                 if cur.rowcount != 1:
                     lost.append(job_id)
+            hit("heartbeat_tx")
         return lost
 
     def set_progress(self, job_id: int, token: int, progress: str) -> bool:
