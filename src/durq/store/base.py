@@ -162,3 +162,29 @@ class Store(Protocol):
     def changed(self) -> bool:
         """True when another connection committed since the last call (cheap; for polling)."""
         ...
+
+
+class Shortcuts:
+    """``claim`` and ``finish`` on their own, for tests and tools; both backends inherit
+    them. The worker uses :meth:`Store.finish_and_claim`, one transaction for both."""
+
+    def finish_and_claim(
+        self,
+        outcomes: Sequence[Outcome],
+        queues: Sequence[str],
+        tasks: Sequence[str],
+        limit: int,
+        lease: float,
+        worker_id: str,
+    ) -> tuple[list[bool], list[Claimed]]:
+        raise NotImplementedError
+
+    def claim(
+        self, queue: str, tasks: Sequence[str], limit: int, lease: float, worker_id: str
+    ) -> list[Claimed]:
+        """Claim up to ``limit`` ready jobs of one queue (one transaction)."""
+        return self.finish_and_claim((), [queue], tasks, limit, lease, worker_id)[1]
+
+    def finish(self, outcomes: Sequence[Outcome]) -> list[bool]:
+        """Record outcomes (one transaction); True per outcome whose token still held."""
+        return self.finish_and_claim(outcomes, (), (), 0, 0.0, "")[0]

@@ -19,7 +19,7 @@ import psycopg
 from durq.errors import StoreError
 from durq.failpoints import hit
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
-from durq.store.base import Inserted, NewJob, StatusData, WorkerInfo
+from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
 from durq.store.postgres import queries as q
 from durq.store.postgres.connection import (
     NOTIFY_CHANNEL,
@@ -34,7 +34,7 @@ from durq.store.postgres.connection import (
 )
 
 
-class PostgresStore:
+class PostgresStore(Shortcuts):
     """The durq store on PostgreSQL.
 
     Args:
@@ -190,14 +190,6 @@ class PostgresStore:
         return out
 
     # -- running jobs ---------------------------------------------------------------------
-
-    def claim(
-        self, queue: str, tasks: Sequence[str], limit: int, lease: float, worker_id: str
-    ) -> list[Claimed]:
-        return self.finish_and_claim((), [queue], tasks, limit, lease, worker_id)[1]
-
-    def finish(self, outcomes: Sequence[Outcome]) -> list[bool]:
-        return self.finish_and_claim(outcomes, (), (), 0, 0.0, "")[0]
 
     def finish_and_claim(
         self,

@@ -211,6 +211,13 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
+def too_new(opts: SqliteOptions, current: int, latest: int) -> SchemaTooNew:
+    return SchemaTooNew(
+        f"{opts.path} has durq schema v{current}, but this durq knows up to v{latest}; "
+        "upgrade durq (refusing to touch the database)"
+    )
+
+
 def require_current(conn: sqlite3.Connection, opts: SqliteOptions) -> None:
     """For read-only use: refuse a database whose schema is not exactly this durq's.
 
@@ -224,10 +231,7 @@ def require_current(conn: sqlite3.Connection, opts: SqliteOptions) -> None:
     except sqlite3.Error as exc:
         raise translate(exc, opts.path) from exc
     if current > latest:
-        raise SchemaTooNew(
-            f"{opts.path} has durq schema v{current}, but this durq knows up to v{latest}; "
-            "upgrade durq (refusing to touch the database)"
-        )
+        raise too_new(opts, current, latest)
     if current == 0:
         raise StoreError(
             f"{opts.path} holds no durq jobs (no durq schema); `durq migrate` creates it"
@@ -256,10 +260,7 @@ def migrate(conn: sqlite3.Connection, opts: SqliteOptions) -> int:
     except sqlite3.Error as exc:
         raise translate(exc, opts.path) from exc
     if current > latest:
-        raise SchemaTooNew(
-            f"{opts.path} has durq schema v{current}, but this durq knows up to v{latest}; "
-            "upgrade durq (refusing to touch the database)"
-        )
+        raise too_new(opts, current, latest)
     if current == latest:
         return current
     has_tables = bool(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
@@ -273,7 +274,7 @@ def migrate(conn: sqlite3.Connection, opts: SqliteOptions) -> int:
     with write_transaction(conn, opts):
         current = schema_version(conn)  # another process may have migrated meanwhile
         if current > latest:
-            raise SchemaTooNew(f"{opts.path} has durq schema v{current} > v{latest}")
+            raise too_new(opts, current, latest)
         for version, _name, sql in files:
             if version <= current:
                 continue

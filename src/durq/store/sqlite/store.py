@@ -14,7 +14,7 @@ from typing import Any
 from durq.errors import ConfigError, StoreError
 from durq.failpoints import hit
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
-from durq.store.base import Inserted, NewJob, StatusData, WorkerInfo
+from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.connection import (
     SqliteOptions,
@@ -28,7 +28,7 @@ from durq.store.sqlite.connection import (
 )
 
 
-class SqliteStore:
+class SqliteStore(Shortcuts):
     """The durq store on one SQLite file.
 
     Each thread gets its own connection. Every write runs in ``BEGIN IMMEDIATE`` and waits
@@ -216,14 +216,6 @@ class SqliteStore:
         return out
 
     # -- running jobs ---------------------------------------------------------------------
-
-    def claim(
-        self, queue: str, tasks: Sequence[str], limit: int, lease: float, worker_id: str
-    ) -> list[Claimed]:
-        return self.finish_and_claim((), [queue], tasks, limit, lease, worker_id)[1]
-
-    def finish(self, outcomes: Sequence[Outcome]) -> list[bool]:
-        return self.finish_and_claim(outcomes, (), (), 0, 0.0, "")[0]
 
     def finish_and_claim(
         self,
