@@ -141,7 +141,8 @@ def test_reaper_requeues_then_fails_when_attempts_run_out(app: durq.Durq, clock:
     first = app.store.reap()
     assert (first.recovered, first.failed, first.job_ids) == (1, 0, (job.id,))
     assert app.get(job.id).state == "queued"
-    claim(app)
+    app.tasks["work"].enqueue()  # a newer job: the recovered one keeps its place ahead of it
+    assert [c.id for c in claim(app, limit=1)] == [job.id]
     clock.advance(LEASE + 1)
     assert app.store.reap().failed == 1
     dead = app.get(job.id)
@@ -192,8 +193,10 @@ def test_release_gives_back_the_first_free_requeues_then_charges(app: durq.Durq)
     register(app)
     job = app.tasks["work"].options(max_attempts=2).enqueue()
     states = []
+    later = app.tasks["other"].enqueue()  # given-back jobs keep their place ahead of it
     for _ in range(4):
-        (c,) = claim(app)
+        (c,) = claim(app, limit=1)
+        assert c.id == job.id
         states.append(
             app.store.release(
                 c.id, c.lease_token, 2, json.dumps(err(c.attempt, "shutdown").to_dict())
@@ -202,6 +205,7 @@ def test_release_gives_back_the_first_free_requeues_then_charges(app: durq.Durq)
     # two free requeues (attempt handed back), then each one is charged; attempts run out.
     assert states == [("queued", 0), ("queued", 0), ("queued", 1), ("failed", 2)]
     assert [e.kind for e in app.get(job.id).errors] == ["shutdown", "shutdown"]
+    assert app.get(later.id).state == "queued"
 
 
 def test_idempotency_key_returns_the_first_job(app: durq.Durq) -> None:

@@ -110,7 +110,7 @@ SET state = CASE WHEN shutdown_requeues >= %(free)s AND attempts >= max_attempts
     errors = CASE WHEN shutdown_requeues >= %(free)s
                   THEN {s}.append_error(errors, %(error)s) ELSE errors END,
     shutdown_requeues = shutdown_requeues + 1,
-    run_at = {s}.epoch(%(at)s), lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+    lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
 RETURNING state, attempts
 """
@@ -123,7 +123,7 @@ SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
         'attempt', attempts, 'at', {s}.epoch(%(at)s), 'type', 'LeaseExpired',
         'message', 'lease expired: worker ' || coalesce(worker_id, '?') || ' stopped heartbeating',
         'traceback', '', 'kind', 'lease_lost')::text),
-    run_at = {s}.epoch(%(at)s), lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+    lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE state = 'running' AND lease_expires_at < {s}.epoch(%(at)s)
 RETURNING id, state
 """

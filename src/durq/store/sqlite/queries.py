@@ -124,13 +124,15 @@ SET state = CASE WHEN shutdown_requeues >= :free AND CAST(attempts AS INTEGER) >
     errors = CASE WHEN shutdown_requeues >= :free
                   THEN json_insert({HISTORY}, '$[#]', json(:error)) ELSE errors END,
     shutdown_requeues = shutdown_requeues + 1,
-    run_at = :now, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+    lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE id = :id AND lease_token = :token AND state = 'running'
 RETURNING state, attempts
 """
 
 # Reaper: leases past expiry go back to the queue (their attempt stays counted), or fail
-# when no attempts are left. The lost delivery is written into the error history.
+# when no attempts are left. The lost delivery is written into the error history. run_at is
+# left alone, so a recovered job keeps its place at the head of the queue instead of waiting
+# behind the whole backlog.
 REAP = f"""
 UPDATE jobs
 SET state = CASE WHEN CAST(attempts AS INTEGER) >= CAST(max_attempts AS INTEGER) THEN 'failed' ELSE 'queued' END,
@@ -139,7 +141,7 @@ SET state = CASE WHEN CAST(attempts AS INTEGER) >= CAST(max_attempts AS INTEGER)
         'attempt', attempts, 'at', :now, 'type', 'LeaseExpired',
         'message', 'lease expired: worker ' || coalesce(worker_id, '?') || ' stopped heartbeating',
         'traceback', '', 'kind', 'lease_lost')),
-    run_at = :now, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+    lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE state = 'running' AND lease_expires_at < :now
 RETURNING id, state
 """
