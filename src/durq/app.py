@@ -460,6 +460,28 @@ class Durq:
             raise JobGone(f"job {job_id} is already {job.state}; it cannot be cancelled")
         return self.get(job_id)
 
+    def purge(self, queue: str, *, states: Sequence[str] | None = None) -> int:
+        """Delete the jobs of one queue, for good. Returns how many were deleted.
+
+        Args:
+            queue: the queue to empty.
+            states: which states to delete (default: the finished ones — succeeded,
+                failed, cancelled, expired). Naming ``queued`` (which includes scheduled)
+                or ``running`` deletes work that has not been done: that is what
+                ``durq verify`` does with its own queue, and rarely what you want.
+
+        Raises:
+            ConfigError: an unknown state.
+        """
+        from durq.model import TERMINAL_STATES, JobState
+
+        chosen = [str(s) for s in (states if states is not None else sorted(TERMINAL_STATES))]
+        known = {s.value for s in JobState} - {"scheduled"}
+        bad = [s for s in chosen if s not in known]
+        if bad:
+            raise ConfigError(f"unknown state(s) {bad}; purge takes {sorted(known)}")
+        return self.store.purge(_check_name("queue", queue), chosen)
+
     def status(self) -> dict[str, Any]:
         """The status snapshot (see :func:`durq.observability.status.snapshot`)."""
         from durq.observability.status import snapshot

@@ -11,19 +11,15 @@ replacement each time), waits until every job is terminal, and reports:
   lease expired); an unexplained one is a contract violation;
 - the worst recovery time: for each kill, seconds from the SIGKILL until every job the killed
   process had started but not finished was started again elsewhere (max over kills). This
-  is the lease, plus up to one reaper interval, plus the wait behind the jobs queued before
-  it: a recovered job goes back to the queue with ``run_at`` = the time it was reaped, so a
-  kill early in a large run recovers only when the backlog ahead of it has drained;
+  is about the lease plus up to one reaper interval (a recovered job keeps its place at
+  the head of the queue);
 - throughput.
 
 Each run writes ``start``/``end`` lines to a file opened with ``O_APPEND`` (see
 :mod:`durq.verify_app`), so the figures come from what really ran, not from the database
-alone. Afterwards it deletes every job of its queue, the registrations of the workers it
-started, its temporary directory, every process it started, and the database itself (the
-SQLite file or the PostgreSQL schema) when the run created it; on failure and Ctrl-C too.
-
-durq has no API to delete jobs, so :func:`purge_queue` holds the one ``DELETE`` statement
-per backend (table ``jobs`` on SQLite, ``<schema>.jobs`` on PostgreSQL).
+alone. Afterwards it deletes every job of its queue (``Durq.purge``), the registrations of
+the workers it started, its temporary directory and every process it started; on failure
+and Ctrl-C too. Like ``durq enqueue``, it creates the database's schema if it is missing.
 """
 
 from __future__ import annotations
@@ -34,7 +30,6 @@ import random
 import secrets
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -51,10 +46,8 @@ from urllib.parse import quote, urlsplit
 from rich.table import Table
 
 from durq.app import MAX_ATTEMPTS_LIMIT, Durq
-from durq.errors import ConfigError, DurqError, StoreError
-from durq.store.sqlite.connection import connect as sqlite_connect
+from durq.errors import ConfigError, DurqError
 from durq.store.sqlite.connection import parse_url as sqlite_parse_url
-from durq.store.sqlite.connection import write_transaction
 from durq.verify_app import PARENT_ENV, RUNS_ENV, register
 
 #: Jobs per ``enqueue_many`` transaction.
@@ -499,121 +492,8 @@ def shown_url(url: str) -> str:
     return url
 
 
-def database_exists(url: str) -> bool:
-    """Whether the SQLite file, or the PostgreSQL schema, is there already.
-
-    Raises:
-        StoreError: the PostgreSQL server cannot be reached.
-    """
-    if not is_postgres(url):
-        return Path(sqlite_parse_url(url).path).exists()
-    import psycopg
-
-    from durq.store.postgres.connection import parse_url, translate
-
-    opts = parse_url(url)
-    try:
-        with psycopg.connect(opts.conninfo) as conn:
-            row = conn.execute(
-                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (opts.schema,)
-            ).fetchone()
-    except psycopg.Error as exc:
-        raise translate(exc, opts) from exc
-    return row is not None
-
-
-def purge_queue(url: str, queue: str) -> int:
-    """Delete every job of ``queue`` (any state); returns how many rows went.
-
-    durq has no delete API, so this is the one place outside the stores that writes SQL:
-    ``jobs`` on SQLite, ``<schema>.jobs`` on PostgreSQL (schema from the URL's ``schema=``,
-    default ``durq``).
-
-    Raises:
-        StoreError: the database could not be written (StoreBusy after the lock timeout).
-    """
-    return _purge_postgres(url, queue) if is_postgres(url) else _purge_sqlite(url, queue)
-
-
-def _purge_sqlite(url: str, queue: str) -> int:
-    opts = sqlite_parse_url(url)
-    conn = sqlite_connect(opts)
-    try:
-        with write_transaction(conn, opts):
-            return conn.execute("DELETE FROM jobs WHERE queue = ?", (queue,)).rowcount
-    finally:
-        conn.close()
-
-
-def _purge_postgres(url: str, queue: str) -> int:
-    import psycopg
-    from psycopg import sql
-
-    from durq.store.postgres.connection import parse_url, translate
-
-    opts = parse_url(url)
-    statement = sql.SQL("DELETE FROM {}.jobs WHERE queue = %s").format(sql.Identifier(opts.schema))
-    try:
-        with psycopg.connect(opts.conninfo) as conn:
-            return conn.execute(statement, (queue,)).rowcount
-    except psycopg.Error as exc:
-        raise translate(exc, opts) from exc
-
-
-def drop_if_empty(url: str) -> bool:
-    """Remove a database ``durq verify`` created, if nothing but durq's schema is in it:
-    the SQLite file (and its ``-wal``/``-shm``), or the PostgreSQL schema.
-
-    Returns:
-        True when it was removed; False when it holds any job or worker registration.
-
-    Raises:
-        StoreError: the database could not be read or dropped.
-    """
-    return _drop_postgres(url) if is_postgres(url) else _drop_sqlite(url)
-
-
-def _drop_sqlite(url: str) -> bool:
-    opts = sqlite_parse_url(url)
-    conn = sqlite_connect(opts)
-    try:
-        row = conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM jobs) OR EXISTS (SELECT 1 FROM workers)"
-        ).fetchone()
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot read {opts.path}: {exc}") from exc
-    finally:
-        conn.close()
-    if row is None or row[0]:
-        return False
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(opts.path + suffix)
-    return True
-
-
-def _drop_postgres(url: str) -> bool:
-    import psycopg
-    from psycopg import sql
-
-    from durq.store.postgres.connection import parse_url, translate
-
-    opts = parse_url(url)
-    schema = sql.Identifier(opts.schema)
-    try:
-        with psycopg.connect(opts.conninfo) as conn:
-            conn.execute(sql.SQL("LOCK TABLE {}.jobs, {}.workers").format(schema, schema))
-            row = conn.execute(
-                sql.SQL(
-                    "SELECT EXISTS (SELECT 1 FROM {}.jobs) OR EXISTS (SELECT 1 FROM {}.workers)"
-                ).format(schema, schema)
-            ).fetchone()
-            if row is None or row[0]:
-                return False
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(schema))
-    except psycopg.Error as exc:
-        raise translate(exc, opts) from exc
-    return True
+#: Every stored state: verify empties its own queue whatever is left in it.
+ALL_STATES = ("queued", "running", "succeeded", "failed", "cancelled", "expired")
 
 
 # -- worker processes ---------------------------------------------------------------------
@@ -750,7 +630,6 @@ def run_verify(config: VerifyConfig, progress: Callable[[str], None] | None = No
     seed = config.seed if config.seed is not None else secrets.randbits(32)
     rng = random.Random(seed)
     timeout = config.timeout if config.timeout is not None else default_timeout(config)
-    created = not database_exists(url)
     app = Durq(url)
     task = register(app)
     procs: list[WorkerProcess] = []
@@ -781,7 +660,7 @@ def run_verify(config: VerifyConfig, progress: Callable[[str], None] | None = No
             return report
     finally:
         with _shielded():
-            _cleanup(app, url, config.queue, procs, enqueued, created, workdir, say)
+            _cleanup(app, config.queue, procs, enqueued, workdir, say)
 
 
 def _drive(
@@ -905,17 +784,15 @@ def _all_terminal(app: Durq, queue: str, ids: set[int]) -> bool:
 
 def _cleanup(
     app: Durq,
-    url: str,
     queue: str,
     procs: Sequence[WorkerProcess],
     enqueued: bool,
-    created: bool,
     workdir: Path | None,
     say: Callable[[str], None],
 ) -> None:
-    """Stop every process, delete the queue's jobs and the workers' registrations, remove
-    the temp dir, and the database when this run created it. Each step runs even when an
-    earlier one failed; the first failure is re-raised at the end."""
+    """Stop every process, delete the queue's jobs and the workers' registrations, and remove
+    the temp dir. Each step runs even when an earlier one failed; the first failure is
+    re-raised at the end."""
     errors: list[BaseException] = []
 
     def step(fn: Callable[[], object]) -> None:
@@ -927,7 +804,7 @@ def _cleanup(
 
     step(lambda: stop_all(procs))
     if enqueued:
-        step(lambda: purge_queue(url, queue))
+        step(lambda: app.purge(queue, states=ALL_STATES))
 
     def unregister() -> None:  # killed workers could not unregister themselves
         for p in procs:
@@ -937,7 +814,5 @@ def _cleanup(
     step(app.close)
     if workdir is not None:
         step(lambda: shutil.rmtree(workdir, ignore_errors=True))
-    if created:
-        step(lambda: drop_if_empty(url))
     if errors:
         raise errors[0]

@@ -135,6 +135,8 @@ SET state = 'queued', attempts = 0, shutdown_requeues = 0, run_at = {s}.epoch(%(
 WHERE id = %(id)s AND state IN ('failed', 'cancelled', 'expired')
 """
 
+PURGE = "DELETE FROM {s}.jobs WHERE queue = %(queue)s AND state = ANY(%(states)s::text[])"
+
 CANCEL = """
 UPDATE {s}.jobs
 SET state = 'cancelled', finished_at = {s}.epoch(%(at)s), lease_token = NULL, lease_expires_at = NULL

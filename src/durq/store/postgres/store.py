@@ -325,6 +325,11 @@ class PostgresStore(Shortcuts):
         with self._tx() as conn:
             return conn.execute(self._sql["RETRY"], {"at": self._at(), "id": job_id}).rowcount == 1
 
+    def purge(self, queue: str, states: Sequence[str]) -> int:
+        with self._tx() as conn:
+            cur = conn.execute(self._sql["PURGE"], {"queue": queue, "states": list(states)})
+            return cur.rowcount
+
     def cancel(self, job_id: int) -> bool:
         with self._tx() as conn:
             return conn.execute(self._sql["CANCEL"], {"at": self._at(), "id": job_id}).rowcount == 1

@@ -153,6 +153,10 @@ SET state = 'queued', attempts = 0, shutdown_requeues = 0, run_at = :now, finish
 WHERE id = :id AND state IN ('failed', 'cancelled', 'expired')
 """
 
+PURGE = """
+DELETE FROM jobs WHERE queue = :queue AND state IN (SELECT value FROM json_each(:states))
+"""
+
 CANCEL = """
 UPDATE jobs
 SET state = 'cancelled', finished_at = :now, lease_token = NULL, lease_expires_at = NULL

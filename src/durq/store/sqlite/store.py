@@ -373,6 +373,12 @@ class SqliteStore(Shortcuts):
             cur = conn.execute(q.RETRY, {"id": job_id, "now": self.now()})
         return cur.rowcount == 1
 
+    def purge(self, queue: str, states: Sequence[str]) -> int:
+        conn = self._conn()
+        with self._write():
+            cur = conn.execute(q.PURGE, {"queue": queue, "states": json.dumps(list(states))})
+        return cur.rowcount
+
     def cancel(self, job_id: int) -> bool:
         conn = self._conn()
         with self._write():
