@@ -1,7 +1,10 @@
-"""``python -m bench [--quick] [--json FILE] [--dir DIR] [--only CASES] [--profile]``.
+"""``python -m bench [--quick] [--pg] [--pg-url URL] [--json FILE] [--dir DIR] [--only CASES]
+[--profile]``.
 
 Runs every case one after the other (never two at once: the figures would compete for
-the CPU), prints the machine and the table, and optionally writes everything as JSON.
+the CPU), prints the machine and the tables, and optionally writes everything as JSON.
+The PostgreSQL cases run with ``--pg`` (only them), and in a full run when the server
+answers; when it does not, one line says they were skipped and why.
 """
 
 from __future__ import annotations
@@ -19,14 +22,17 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import cases
+from bench import cases, pg_cases
 from bench.common import machine_info
-from bench.report import Results, render, rows, table_rows
+from bench.pg import default_pg_url, server_info
+from bench.report import Results, Section, pg_section, render, sqlite_section, table_rows
+
+Plan = list[tuple[str, Callable[[], dict[str, Any]]]]
 
 
-def plan(base: str, sizes: cases.Sizes) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
-    """(case name, thunk) in the order they run."""
-    out: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+def plan(base: str, sizes: cases.Sizes) -> Plan:
+    """The SQLite cases: (case name, thunk) in the order they run."""
+    out: Plan = [
         ("enqueue_one_full", lambda: cases.durq_enqueue_one(base, sizes.enqueue_one, None)),
         ("enqueue_one_normal", lambda: cases.durq_enqueue_one(base, sizes.enqueue_one, "normal")),
         ("enqueue_many", lambda: cases.durq_enqueue_many(base, sizes.enqueue_many, sizes.chunk)),
@@ -50,10 +56,58 @@ def plan(base: str, sizes: cases.Sizes) -> list[tuple[str, Callable[[], dict[str
     return out
 
 
-def run_profile(console: Console, base: str, sizes: cases.Sizes) -> None:
+def pg_plan(base: str, url: str, sizes: cases.Sizes) -> Plan:
+    """The PostgreSQL cases, in the order they run."""
+    out: Plan = [
+        ("pg_enqueue_one", lambda: pg_cases.durq_enqueue_one(url, sizes.pg_enqueue_one)),
+        (
+            "pg_enqueue_many",
+            lambda: pg_cases.durq_enqueue_many(url, sizes.pg_enqueue_many, sizes.chunk),
+        ),
+    ]
+    drains = [(sizes.pg_workers, c, sizes.pg_drain) for c in sizes.pg_concurrencies]
+    drains.append((1, sizes.pg_single_concurrency, sizes.pg_peer_jobs))
+    drains += [(1, c, sizes.pg_procrastinate_jobs) for c in sizes.pg_procrastinate_concurrencies]
+    for workers, c, n in drains:
+
+        def drain(workers: int = workers, c: int = c, n: int = n) -> dict[str, Any]:
+            return pg_cases.durq_drain(base, url, n, sizes.chunk, workers, c)
+
+        out.append((f"pg_drain_{workers}x{c}", drain))
+    out.append(
+        (
+            "pg_pickup",
+            lambda: pg_cases.durq_pickup(base, url, sizes.latency_samples, sizes.latency_gap),
+        )
+    )
+    for i, c in enumerate(sizes.pg_procrastinate_concurrencies):
+
+        def procrastinate(c: int = c, first: bool = i == 0) -> dict[str, Any]:
+            return pg_cases.procrastinate_case(base, url, sizes, c, measure_batch=first)
+
+        out.append((f"procrastinate_c{c}", procrastinate))
+    out += [
+        ("pgqueuer", lambda: pg_cases.pgqueuer_case(base, url, sizes)),
+        (
+            "pgqueuer_pickup",
+            lambda: pg_cases.pgqueuer_pickup(base, url, sizes.latency_samples, sizes.latency_gap),
+        ),
+    ]
+    return out
+
+
+def run_profile(console: Console, base: str, sizes: cases.Sizes, pg_url: str | None) -> None:
     out = Path(tempfile.mkdtemp(prefix="durq-bench-profile-", dir=base)) / "drain.pstats"
-    console.print(f"profiling the drain of {sizes.drain:,} jobs (FULL, concurrency 10) → {out}")
-    figures = cases.durq_profile(base, sizes.drain, sizes.chunk, 10, out)
+    if pg_url is None:
+        console.print(f"profiling the drain of {sizes.drain:,} jobs (FULL, concurrency 10) → {out}")
+        figures = cases.durq_profile(base, sizes.drain, sizes.chunk, 10, out)
+    else:
+        c = sizes.pg_single_concurrency
+        console.print(
+            f"profiling the drain of {sizes.pg_drain:,} jobs (PostgreSQL, one worker process, "
+            f"concurrency {c}) → {out}"
+        )
+        figures = pg_cases.durq_profile(base, pg_url, sizes.pg_drain, sizes.chunk, c, out)
     console.print(f"{figures['rate']:,.0f} jobs/s under the profiler (every thread profiled)")
     stats = pstats.Stats(str(out), stream=sys.stdout)
     console.print("[bold]own time, every thread (idle threads show up as lock/queue waits)[/bold]")
@@ -73,20 +127,52 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="profile one drain and print the hot spots"
     )
+    parser.add_argument("--pg", action="store_true", help="only the PostgreSQL cases")
+    parser.add_argument(
+        "--pg-url",
+        default=default_pg_url(),
+        help="the PostgreSQL server (default $BENCH_PG_URL or %(default)s); cases make and "
+        "drop their own schemas and databases there",
+    )
     args = parser.parse_args(argv)
 
     sizes = cases.QUICK if args.quick else cases.FULL
     console = Console(width=None if sys.stdout.isatty() else 150)
     progress = Console(stderr=True)
     if args.profile:
-        run_profile(console, args.dir, sizes)
+        run_profile(console, args.dir, sizes, args.pg_url if args.pg else None)
         return 0
 
     machine = machine_info(args.dir)
     wanted = {name.strip() for name in args.only.split(",") if name.strip()}
+    todo: Plan = [] if args.pg else plan(args.dir, sizes)
+    sections: list[Section] = []
+    if not args.pg and any(not wanted or name in wanted for name, _ in todo):
+        sections.append(
+            sqlite_section(
+                sizes.concurrencies, machine["sqlite_default_synchronous"], sizes.as_dict()
+            )
+        )
+    pg_todo = pg_plan(args.dir, args.pg_url, sizes)
+    pg_skipped: str | None = None
+    if args.pg or any(not wanted or name in wanted for name, _ in pg_todo):
+        try:
+            machine["postgres"] = server_info(args.pg_url)
+        except Exception as exc:  # noqa: BLE001 - any failure to reach the server skips
+            pg_skipped = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+            console.print(
+                f"[yellow]PostgreSQL cases skipped: {args.pg_url} does not answer "
+                f"({pg_skipped})[/yellow]",
+                soft_wrap=True,
+            )
+            if args.pg:
+                return 1
+        else:
+            todo += pg_todo
+            sections.append(pg_section(sizes.as_dict()))
     results: Results = {}
     began = time.perf_counter()
-    for name, thunk in plan(args.dir, sizes):
+    for name, thunk in todo:
         if wanted and name not in wanted:
             continue
         t0 = time.perf_counter()
@@ -102,18 +188,19 @@ def main(argv: list[str] | None = None) -> int:
             progress.print(f"[red] failed: {type(exc).__name__}[/red]")
     total = time.perf_counter() - began
 
-    table = rows(sizes.concurrencies, machine["sqlite_default_synchronous"], sizes.as_dict())
-    render(console, machine, results, table)
+    render(console, machine, results, sections)
     console.print(f"[dim]{'quick' if args.quick else 'full'} run, {total:.0f}s[/dim]")
     if args.json:
-        doc = {
+        doc: dict[str, Any] = {
             "machine": machine,
             "mode": "quick" if args.quick else "full",
             "sizes": sizes.as_dict(),
             "seconds": total,
             "results": results,
-            "table": table_rows(results, table),
+            "pg_skipped": pg_skipped,
         }
+        for section in sections:
+            doc[section.key] = table_rows(results, section)
         Path(args.json).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     failed = any("error" in r for r in results.values())
     return 1 if failed else 0

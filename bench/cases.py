@@ -32,6 +32,16 @@ class Sizes:
     history_concurrency: int = 10
     history_repeats: int = 3
     peer_jobs: int = 10_000
+    # PostgreSQL section
+    pg_enqueue_one: int = 2_000
+    pg_enqueue_many: int = 100_000
+    pg_drain: int = 10_000
+    pg_workers: int = 4
+    pg_concurrencies: tuple[int, ...] = (16, 8)
+    pg_single_concurrency: int = 16
+    pg_peer_jobs: int = 10_000
+    pg_procrastinate_jobs: int = 2_000
+    pg_procrastinate_concurrencies: tuple[int, ...] = (1, 4)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -50,10 +60,16 @@ QUICK = Sizes(
     history_drain=2_000,
     history_repeats=1,
     peer_jobs=2_000,
+    pg_enqueue_one=500,
+    pg_enqueue_many=20_000,
+    pg_drain=2_000,
+    pg_concurrencies=(16,),
+    pg_peer_jobs=2_000,
+    pg_procrastinate_jobs=500,
 )
 
 
-def _fill(app: App, n: int, chunk: int) -> list[int]:
+def fill(app: App, n: int, chunk: int) -> list[int]:
     """Enqueue ``n`` no-op jobs with ``enqueue_many`` in chunks; returns the last id of each chunk."""
     last: list[int] = []
     left = n
@@ -65,7 +81,7 @@ def _fill(app: App, n: int, chunk: int) -> list[int]:
     return last
 
 
-def _drain_child(
+def drain_child(
     directory: Path,
     url: str,
     concurrency: int,
@@ -125,7 +141,7 @@ def durq_enqueue_many(base: str, n: int, chunk: int) -> Figures:
         try:
             _ = app.dq.store
             start = time.perf_counter()
-            _fill(app, n, chunk)
+            fill(app, n, chunk)
             elapsed = time.perf_counter() - start
         finally:
             app.dq.close()
@@ -138,10 +154,10 @@ def durq_drain(base: str, n: int, chunk: int, concurrency: int, synchronous: str
         url = sqlite_url(d / "jobs.db", synchronous)
         app = make_app(url)
         try:
-            _fill(app, n, chunk)
+            fill(app, n, chunk)
         finally:
             app.dq.close()
-        figures = _drain_child(d, url, concurrency, n, "worker")
+        figures = drain_child(d, url, concurrency, n, "worker")
     figures.update(jobs=n, concurrency=concurrency)
     return figures
 
@@ -150,30 +166,34 @@ def durq_pickup(base: str, samples: int, gap: float) -> Figures:
     """Idle worker; the parent enqueues one ``stamp`` job every ``gap`` seconds; latency is
     the job's start time minus the moment ``enqueue()`` returned (committed)."""
     with case_dir(base, "pickup") as d:
-        url = sqlite_url(d / "jobs.db")
-        app = make_app(url)
-        try:
-            _ = app.dq.store
-            with Child(
-                "bench.worker_proc", ["--url", url, "--mode", "serve"], d / "worker.stderr"
-            ) as child:
-                child.read(timeout=60)
-                app.stamp.enqueue().wait(timeout=30)  # the worker is up and warm
-                time.sleep(0.3)  # and idle again
-                sent: list[tuple[Any, float]] = []
-                for _ in range(samples):
-                    job = app.stamp.enqueue()
-                    sent.append((job, time.time()))
-                    time.sleep(gap)
-                latencies = [
-                    (float(job.wait(timeout=30)) - committed) * 1000 for job, committed in sent
-                ]
-        finally:
-            app.dq.close()
-    return _latency_figures(latencies, gap)
+        return pickup_on(sqlite_url(d / "jobs.db"), d, samples, gap)
 
 
-def _latency_figures(latencies: list[float], gap: float) -> Figures:
+def pickup_on(url: str, directory: Path, samples: int, gap: float) -> Figures:
+    """The idle pickup measurement on any durq URL (the worker's log goes to ``directory``)."""
+    app = make_app(url)
+    try:
+        _ = app.dq.store
+        with Child(
+            "bench.worker_proc", ["--url", url, "--mode", "serve"], directory / "worker.stderr"
+        ) as child:
+            child.read(timeout=60)
+            app.stamp.enqueue().wait(timeout=30)  # the worker is up and warm
+            time.sleep(0.3)  # and idle again
+            sent: list[tuple[Any, float]] = []
+            for _ in range(samples):
+                job = app.stamp.enqueue()
+                sent.append((job, time.time()))
+                time.sleep(gap)
+            latencies = [
+                (float(job.wait(timeout=30)) - committed) * 1000 for job, committed in sent
+            ]
+    finally:
+        app.dq.close()
+    return latency_figures(latencies, gap)
+
+
+def latency_figures(latencies: list[float], gap: float) -> Figures:
     return {
         "median_ms": median(latencies),
         "p99_ms": percentile(latencies, 99),
@@ -245,11 +265,11 @@ def durq_history(base: str, sizes: Sizes) -> Figures:
             fast = sqlite_url(path, "normal")
             app = make_app(fast)
             try:
-                _fill(app, rows, sizes.chunk)
+                fill(app, rows, sizes.chunk)
             finally:
                 app.dq.close()
             start = time.perf_counter()
-            _drain_child(d, fast, 64, rows, f"prep-{label}")
+            drain_child(d, fast, 64, rows, f"prep-{label}")
             prep[label] = time.perf_counter() - start
             dbs[label] = path
         rates: dict[str, list[float]] = {"small": [], "large": []}
@@ -258,10 +278,10 @@ def durq_history(base: str, sizes: Sizes) -> Figures:
                 url = sqlite_url(path)
                 app = make_app(url)
                 try:
-                    _fill(app, sizes.history_drain, sizes.chunk)
+                    fill(app, sizes.history_drain, sizes.chunk)
                 finally:
                     app.dq.close()
-                got = _drain_child(
+                got = drain_child(
                     d, url, sizes.history_concurrency, sizes.history_drain, f"{label}-{i}"
                 )
                 rates[label].append(float(got["rate"]))
@@ -284,10 +304,10 @@ def durq_profile(base: str, n: int, chunk: int, concurrency: int, out: Path) -> 
         url = sqlite_url(d / "jobs.db")
         app = make_app(url)
         try:
-            _fill(app, n, chunk)
+            fill(app, n, chunk)
         finally:
             app.dq.close()
-        return _drain_child(d, url, concurrency, n, "worker", profile=out)
+        return drain_child(d, url, concurrency, n, "worker", profile=out)
 
 
 # -- peers --------------------------------------------------------------------------------
@@ -352,7 +372,7 @@ def huey_pickup(base: str, samples: int, gap: float) -> Figures:
                     latencies.append((float(started) - committed) * 1000)
         finally:
             app.huey.storage.close()
-    return _latency_figures(latencies, gap)
+    return latency_figures(latencies, gap)
 
 
 def pq_put_get(base: str, n: int) -> Figures:

@@ -114,6 +114,9 @@ def machine_info(base_dir: str) -> dict[str, Any]:
         "durq": package_version("durq"),
         "huey": package_version("huey"),
         "persist-queue": package_version("persist-queue"),
+        "psycopg": package_version("psycopg"),
+        "procrastinate": package_version("procrastinate"),
+        "pgqueuer": package_version("pgqueuer"),
         "sqlite_default_synchronous": sqlite_default_synchronous(),
     }
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich import box
@@ -11,31 +11,75 @@ from rich.table import Table
 from rich.text import Text
 
 Results = dict[str, dict[str, Any]]
+Ref = tuple[str, str]
 
 
 @dataclass(frozen=True)
 class Row:
     """One line of the table.
 
-    ``durq``, ``huey`` and ``pq`` are ``(case, field)`` references into the results;
-    ``op``/``bound`` is the target (``>=``, ``<=``, ``<``; ``within`` compares with the
-    ``ref`` row's durq figure).
+    ``durq`` and the values of ``peers`` (keyed by :attr:`Peer.key`) are ``(case, field)``
+    references into the results; ``op``/``bound`` is the target (``>=``, ``<=``, ``<``;
+    ``within`` compares with the ``ref`` row's durq figure).
     """
 
     metric: str
     unit: str
-    durq: tuple[str, str]
+    durq: Ref
     op: str = ""
     bound: float = 0.0
-    ref: tuple[str, str] | None = None
-    huey: tuple[str, str] | None = None
-    pq: tuple[str, str] | None = None
+    ref: Ref | None = None
+    peers: dict[str, Ref | None] = field(default_factory=dict)
     lower_is_better: bool = False
 
 
+@dataclass(frozen=True)
+class Peer:
+    """A peer column: ``key`` in the JSON rows, ``title`` as the column header and
+    ``short`` in the ratio column's header (``durq/<short>``)."""
+
+    key: str
+    title: str
+    short: str
+
+
+@dataclass(frozen=True)
+class Section:
+    """One printed table: its rows and the peers it compares with; ``key`` names it in the
+    JSON document."""
+
+    key: str
+    title: str
+    peers: tuple[Peer, ...]
+    rows: list[Row]
+    note: str
+
+
+SQLITE_PEERS = (
+    Peer("huey", "SqliteHuey", "huey"),
+    Peer("persist_queue", "persist-queue", "pq"),
+)
+PG_PEERS = (
+    Peer("procrastinate", "procrastinate", "procr."),
+    Peer("pgqueuer", "pgqueuer", "pgq"),
+)
+
+
+def sqlite_section(
+    concurrencies: tuple[int, ...], peer_sync: str, sizes: dict[str, Any]
+) -> Section:
+    return Section(
+        "table",
+        "durq benchmark (SQLite)",
+        SQLITE_PEERS,
+        rows(concurrencies, peer_sync, sizes),
+        "Peers appear in the rows of their default durability.",
+    )
+
+
 def rows(concurrencies: tuple[int, ...], peer_sync: str, sizes: dict[str, Any]) -> list[Row]:
-    """The table's rows. Peers run at their default durability (``peer_sync``), so their
-    figures sit in the rows of the same ``synchronous`` level."""
+    """The SQLite table's rows. Peers run at their default durability (``peer_sync``), so
+    their figures sit in the rows of the same ``synchronous`` level."""
 
     def peer(sync: str, case: str, field: str) -> tuple[str, str] | None:
         return (case, field) if sync == peer_sync else None
@@ -49,8 +93,10 @@ def rows(concurrencies: tuple[int, ...], peer_sync: str, sizes: dict[str, Any]) 
             ("enqueue_one_full", "rate"),
             ">=",
             5_000,
-            huey=peer("FULL", "huey", "enqueue_rate"),
-            pq=peer("FULL", "pq", "put_rate"),
+            peers={
+                "huey": peer("FULL", "huey", "enqueue_rate"),
+                "persist_queue": peer("FULL", "pq", "put_rate"),
+            },
         ),
         Row(
             f"enqueue one at a time ({n_one:,}), NORMAL",
@@ -58,8 +104,10 @@ def rows(concurrencies: tuple[int, ...], peer_sync: str, sizes: dict[str, Any]) 
             ("enqueue_one_normal", "rate"),
             ">=",
             25_000,
-            huey=peer("NORMAL", "huey", "enqueue_rate"),
-            pq=peer("NORMAL", "pq", "put_rate"),
+            peers={
+                "huey": peer("NORMAL", "huey", "enqueue_rate"),
+                "persist_queue": peer("NORMAL", "pq", "put_rate"),
+            },
         ),
         Row(
             f"enqueue_many ({n_many:,} in chunks of {sizes['chunk']:,}), FULL",
@@ -78,8 +126,10 @@ def rows(concurrencies: tuple[int, ...], peer_sync: str, sizes: dict[str, Any]) 
                     (f"drain_{sync.lower()}_c{c}", "rate"),
                     ">=",
                     bound,
-                    huey=peer(sync, "huey", "drain_rate"),
-                    pq=peer(sync, "pq", "drain_rate"),
+                    peers={
+                        "huey": peer(sync, "huey", "drain_rate"),
+                        "persist_queue": peer(sync, "pq", "drain_rate"),
+                    },
                 )
             )
     out += [
@@ -89,7 +139,7 @@ def rows(concurrencies: tuple[int, ...], peer_sync: str, sizes: dict[str, Any]) 
             ("pickup", "median_ms"),
             "<=",
             2.0,
-            huey=("huey_pickup", "median_ms"),
+            peers={"huey": ("huey_pickup", "median_ms")},
             lower_is_better=True,
         ),
         Row(
@@ -98,7 +148,7 @@ def rows(concurrencies: tuple[int, ...], peer_sync: str, sizes: dict[str, Any]) 
             ("pickup", "p99_ms"),
             "<=",
             10.0,
-            huey=("huey_pickup", "p99_ms"),
+            peers={"huey": ("huey_pickup", "p99_ms")},
             lower_is_better=True,
         ),
         Row(
@@ -124,6 +174,95 @@ def rows(concurrencies: tuple[int, ...], peer_sync: str, sizes: dict[str, Any]) 
         ),
     ]
     return out
+
+
+def pg_section(sizes: dict[str, Any]) -> Section:
+    """The PostgreSQL table: durq against procrastinate and pgqueuer on the same server."""
+    n_one, n_many, chunk = sizes["pg_enqueue_one"], sizes["pg_enqueue_many"], sizes["chunk"]
+    n_drain, workers, single = (
+        sizes["pg_drain"],
+        sizes["pg_workers"],
+        sizes["pg_single_concurrency"],
+    )
+    n_proc, n_peer = sizes["pg_procrastinate_jobs"], sizes["pg_peer_jobs"]
+    out = [
+        Row(
+            f"enqueue one at a time ({n_one:,})",
+            "jobs/s",
+            ("pg_enqueue_one", "rate"),
+            ">=",
+            1_500,
+            peers={
+                "procrastinate": ("procrastinate_c1", "defer_rate"),
+                "pgqueuer": ("pgqueuer", "enqueue_one_rate"),
+            },
+        ),
+        Row(
+            f"enqueue_many ({n_many:,}, chunks of {chunk:,})",
+            "jobs/s",
+            ("pg_enqueue_many", "rate"),
+            ">=",
+            50_000,
+            peers={
+                "procrastinate": ("procrastinate_c1", "batch_defer_rate"),
+                "pgqueuer": ("pgqueuer", "batch_enqueue_rate"),
+            },
+        ),
+    ]
+    for c in sizes["pg_concurrencies"]:
+        out.append(
+            Row(
+                f"drain {n_drain:,} no-ops, {workers} processes x c{c}",
+                "jobs/s",
+                (f"pg_drain_{workers}x{c}", "rate"),
+                ">=",
+                8_000,
+            )
+        )
+    out.append(
+        Row(
+            f"drain {n_peer:,} no-ops, 1 process, durq c{single}",
+            "jobs/s",
+            (f"pg_drain_1x{single}", "rate"),
+            peers={"pgqueuer": ("pgqueuer", "drain_rate")},
+        )
+    )
+    for c in sizes["pg_procrastinate_concurrencies"]:
+        out.append(
+            Row(
+                f"drain {n_proc:,} no-ops, 1 process, concurrency {c}",
+                "jobs/s",
+                (f"pg_drain_1x{c}", "rate"),
+                peers={"procrastinate": (f"procrastinate_c{c}", "drain_rate")},
+            )
+        )
+    out += [
+        Row(
+            "idle pickup latency, median",
+            "ms",
+            ("pg_pickup", "median_ms"),
+            "<=",
+            5.0,
+            peers={"pgqueuer": ("pgqueuer_pickup", "median_ms")},
+            lower_is_better=True,
+        ),
+        Row(
+            "idle pickup latency, p99",
+            "ms",
+            ("pg_pickup", "p99_ms"),
+            "<=",
+            20.0,
+            peers={"pgqueuer": ("pgqueuer_pickup", "p99_ms")},
+            lower_is_better=True,
+        ),
+    ]
+    return Section(
+        "pg_table",
+        "durq benchmark (PostgreSQL)",
+        PG_PEERS,
+        out,
+        "Every PostgreSQL figure comes from the same server in the same run.",
+    )
 
 
 def value(results: Results, ref: tuple[str, str] | None) -> float | None:
@@ -170,27 +309,31 @@ def ratio(durq_value: float | None, peer_value: float | None) -> str:
     return f"{durq_value / peer_value:.2f}x"
 
 
-def table_rows(results: Results, table: list[Row]) -> list[dict[str, Any]]:
-    """The table as plain data (for ``--json``)."""
+def failed(results: Results, ref: Ref | None) -> bool:
+    return ref is not None and "error" in (results.get(ref[0]) or {})
+
+
+def table_rows(results: Results, section: Section) -> list[dict[str, Any]]:
+    """One table as plain data (for ``--json``)."""
     out = []
-    for row in table:
+    for row in section.rows:
         target, ok = verdict(row, results)
-        out.append(
-            {
-                "metric": row.metric,
-                "unit": row.unit,
-                "durq": value(results, row.durq),
-                "target": target,
-                "pass": ok,
-                "huey": value(results, row.huey),
-                "persist_queue": value(results, row.pq),
-                "error": (results.get(row.durq[0]) or {}).get("error"),
-            }
-        )
+        item: dict[str, Any] = {
+            "metric": row.metric,
+            "unit": row.unit,
+            "durq": value(results, row.durq),
+            "target": target,
+            "pass": ok,
+        }
+        for peer in section.peers:
+            item[peer.key] = value(results, row.peers.get(peer.key))
+        item["error"] = (results.get(row.durq[0]) or {}).get("error")
+        out.append(item)
     return out
 
 
-def render(console: Console, machine: dict[str, Any], results: Results, table: list[Row]) -> None:
+def render_header(console: Console, machine: dict[str, Any], sqlite: bool) -> None:
+    """The machine, the versions and the durability every library ran with."""
     header = Table.grid(padding=(0, 2))
     header.add_column(style="bold")
     header.add_column()
@@ -198,60 +341,95 @@ def render(console: Console, machine: dict[str, Any], results: Results, table: l
         "machine", f"{machine['cores']} cores · {machine['cpu']} · {machine['platform']}"
     )
     header.add_row("python", f"{machine['implementation']} {machine['python']}")
-    header.add_row("sqlite", machine["sqlite"])
-    header.add_row("bench dir", f"{machine['bench_dir']} on {machine['filesystem']}")
-    header.add_row(
-        "versions",
-        f"durq {machine['durq']} · huey {machine['huey']} · persist-queue {machine['persist-queue']}",
-    )
-    sync = machine["sqlite_default_synchronous"]
-    header.add_row("durq durability", "WAL, synchronous=FULL unless the row says NORMAL")
-    header.add_row(
-        "SqliteHuey durability",
-        f"defaults: WAL, synchronous not set by huey → SQLite default ({sync}); "
-        "1 consumer, 1 thread worker, default polling (0.1 s, x1.15 backoff, ≤ 10 s)",
-    )
-    header.add_row(
-        "persist-queue durability",
-        f"SQLiteAckQueue defaults: WAL, auto_commit=True, synchronous not set → SQLite default ({sync})",
-    )
+    if sqlite:
+        header.add_row("sqlite", machine["sqlite"])
+        header.add_row("bench dir", f"{machine['bench_dir']} on {machine['filesystem']}")
+        header.add_row(
+            "versions",
+            f"durq {machine['durq']} · huey {machine['huey']} · "
+            f"persist-queue {machine['persist-queue']}",
+        )
+        sync = machine["sqlite_default_synchronous"]
+        header.add_row("durq durability", "WAL, synchronous=FULL unless the row says NORMAL")
+        header.add_row(
+            "SqliteHuey durability",
+            f"defaults: WAL, synchronous not set by huey → SQLite default ({sync}); "
+            "1 consumer, 1 thread worker, default polling (0.1 s, x1.15 backoff, ≤ 10 s)",
+        )
+        header.add_row(
+            "persist-queue durability",
+            "SQLiteAckQueue defaults: WAL, auto_commit=True, synchronous not set → "
+            f"SQLite default ({sync})",
+        )
+    pg = machine.get("postgres")
+    if pg:
+        header.add_row(
+            "postgresql",
+            f"{pg['server_version']} at {pg['url']} · synchronous_commit={pg['synchronous_commit']}"
+            f" · fsync={pg['fsync']} · full_page_writes={pg['full_page_writes']}"
+            f" · wal_sync_method={pg['wal_sync_method']}",
+        )
+        header.add_row(
+            "pg versions",
+            f"durq {machine['durq']} · psycopg {machine['psycopg']} · "
+            f"procrastinate {machine['procrastinate']} · pgqueuer {machine['pgqueuer']}",
+        )
+        header.add_row(
+            "pg durability",
+            f"all three commit every job change with the server's synchronous_commit "
+            f"({pg['synchronous_commit']}); none sets it per session. durq: own schema per "
+            "case, pool_size 8 (default). procrastinate: defaults, async no-op task. "
+            "pgqueuer: defaults (durability=durable: every table LOGGED), batch_size 10",
+        )
     console.print(header)
 
-    t = Table(box=box.SIMPLE_HEAVY, title="durq benchmark", title_style="bold")
+
+def render_section(console: Console, results: Results, section: Section) -> None:
+    t = Table(box=box.SIMPLE_HEAVY, title=section.title, title_style="bold")
     t.add_column("metric", no_wrap=True)
     t.add_column("unit")
     t.add_column("durq", justify="right")
     t.add_column("target", justify="left", no_wrap=True)
     t.add_column("pass", justify="center")
-    t.add_column("SqliteHuey", justify="right")
-    t.add_column("persist-queue", justify="right")
-    t.add_column("durq/huey", justify="right")
-    t.add_column("durq/pq", justify="right")
-    for row in table:
+    for peer in section.peers:
+        t.add_column(peer.title, justify="right")
+    for peer in section.peers:
+        t.add_column(f"durq/{peer.short}", justify="right")
+    for row in section.rows:
         got = value(results, row.durq)
         target, ok = verdict(row, results)
         mark = (
             Text("—") if ok is None else Text("PASS", "green") if ok else Text("FAIL", "bold red")
         )
-        case = results.get(row.durq[0]) or {}
-        durq_cell = Text("error", "red") if "error" in case else Text(fmt(got, row.unit))
-        h, p = value(results, row.huey), value(results, row.pq)
+        durq_cell = Text("error", "red") if failed(results, row.durq) else Text(fmt(got, row.unit))
+        refs = [row.peers.get(peer.key) for peer in section.peers]
+        figures = [value(results, ref) for ref in refs]
+        cells = [
+            Text("error", "red") if failed(results, ref) else Text(fmt(x, row.unit))
+            for ref, x in zip(refs, figures, strict=True)
+        ]
         t.add_row(
             row.metric,
             row.unit,
             durq_cell,
             target,
             mark,
-            fmt(h, row.unit),
-            fmt(p, row.unit),
-            ratio(got, h),
-            ratio(got, p),
+            *cells,
+            *(ratio(got, x) for x in figures),
         )
     console.print(t)
     console.print(
-        "ratios are durq ÷ peer: above 1 means durq is faster for jobs/s rows, slower for ms rows. "
-        "Peers appear in the rows of their default durability."
+        "ratios are durq ÷ peer: above 1 means durq is faster for jobs/s rows, slower for ms "
+        f"rows. {section.note}"
     )
+
+
+def render(
+    console: Console, machine: dict[str, Any], results: Results, sections: list[Section]
+) -> None:
+    render_header(console, machine, any(s.peers == SQLITE_PEERS for s in sections))
+    for section in sections:
+        render_section(console, results, section)
     errors = {k: v["error"] for k, v in results.items() if "error" in v}
     for name, error in errors.items():
         console.print(Text.assemble((f"error in {name}: ", "bold red"), error))

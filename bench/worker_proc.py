@@ -10,6 +10,9 @@ Modes:
   (or closes stdin), then print ``{"event": "stopped", ...}``.
 
 ``--profile FILE`` profiles every thread with cProfile and writes the merged stats there.
+``--go`` (drain): print ``{"event": "ready"}`` once the store is open, then wait for a
+``go`` line on stdin before starting the clock, so that several worker processes can start
+together after their imports.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import argparse
 import cProfile
 import os
 import pstats
+import sys
 import threading
 import time
 import traceback
@@ -65,12 +69,13 @@ def main() -> None:
     parser.add_argument("--mode", choices=("drain", "serve"), default="drain")
     parser.add_argument("--expect", type=int, default=0, help="drain: jobs expected to succeed")
     parser.add_argument("--profile", default=None)
+    parser.add_argument("--go", action="store_true", help="drain: start on a `go` line")
     args = parser.parse_args()
     if not args.url:
         parser.error(f"give --url or set {URL_ENV}")
     try:
         if args.mode == "drain":
-            drain(args.url, args.concurrency, args.expect, args.profile)
+            drain(args.url, args.concurrency, args.expect, args.profile, args.go)
         else:
             serve(args.url, args.concurrency)
     except Exception as exc:
@@ -78,10 +83,15 @@ def main() -> None:
         raise SystemExit(1) from exc
 
 
-def drain(url: str, concurrency: int, expect: int, profile: str | None) -> None:
+def drain(url: str, concurrency: int, expect: int, profile: str | None, go: bool) -> None:
     app = make_app(url)
     _ = app.dq.store  # open (and migrate) before the clock starts
     worker = app.dq.worker(concurrency=concurrency, lease=30)
+    if go:
+        emit({"event": "ready", "pid": os.getpid()})
+        if not wait_for_go():
+            app.dq.close()
+            return
     profiler = AllThreads() if profile else None
     if profiler is not None:
         profiler.start()
@@ -109,6 +119,17 @@ def drain(url: str, concurrency: int, expect: int, profile: str | None) -> None:
         }
     )
     app.dq.close()
+
+
+def wait_for_go() -> bool:
+    """Block until the parent writes ``go`` (True) or ``stop`` / closes stdin (False)."""
+    for line in sys.stdin:
+        command = line.strip()
+        if command == "go":
+            return True
+        if command == "stop":
+            return False
+    return False
 
 
 def serve(url: str, concurrency: int) -> None:
