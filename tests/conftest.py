@@ -121,3 +121,20 @@ def make_any(url: str) -> Iterator[Callable[..., durq.Durq]]:
     yield make
     for app in apps:
         app.close()
+
+
+@pytest.fixture(autouse=True)
+def close_every_durq(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Close every Durq a test opened, so that no connection pool outlives its test (a
+    PostgreSQL pool collected later, on one of its own threads, warns and fails the run)."""
+    opened: list[durq.Durq] = []
+    original = durq.Durq.__init__
+
+    def recording_init(self: durq.Durq, *args: object, **kwargs: object) -> None:
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+        opened.append(self)
+
+    monkeypatch.setattr(durq.Durq, "__init__", recording_init)
+    yield
+    for app in opened:
+        app.close()

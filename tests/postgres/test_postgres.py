@@ -65,7 +65,9 @@ def test_two_processes_migrating_at_once_migrate_once(pg_url: str) -> None:
 
 
 def test_a_newer_schema_is_refused(pg_url: str) -> None:
-    durq.Durq(pg_url).store.migrate()
+    first = durq.Durq(pg_url)
+    first.store.migrate()
+    first.close()
     admin(f'INSERT INTO "{schema_of(pg_url)}".schema_version (version) VALUES (99)')
     with pytest.raises(durq.SchemaTooNew, match="v99"):
         durq.Durq(pg_url).store  # noqa: B018

@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import importlib.resources
 import re
+import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from durq.errors import ConfigError, SchemaTooNew, StoreError, StoreUnavailable
 from durq.failpoints import hit
@@ -73,7 +75,7 @@ def parse_url(url: str) -> PostgresOptions:
         raise ConfigError(f"pool_size must be an integer in {mask(url)}") from None
     if pool_size < 2:
         raise ConfigError("pool_size must be at least 2")
-    conninfo = urlunsplit(parts._replace(query=urlencode(rest)))
+    conninfo = urlunsplit(parts._replace(query=urlencode(rest, quote_via=quote)))
     return PostgresOptions(conninfo, mask(url), schema, pool_size)
 
 
@@ -87,19 +89,47 @@ def translate(exc: Exception, opts: PostgresOptions) -> StoreError:
     return StoreError(f"PostgreSQL at {opts.masked}: {type(exc).__name__}: {exc}")
 
 
+#: A pooled connection idle for longer than this (seconds) is pinged before it is handed
+#: out, so one that the server dropped meanwhile is replaced instead of failing a call.
+CHECK_AFTER_IDLE = 1.0
+
+
+class _IdleCheck:
+    """The pool's ``check`` and ``reset`` callbacks: ping only connections that sat idle.
+
+    A ping on every checkout costs a round trip per transaction on the worker's hot path;
+    a connection used a moment ago is as good as one just pinged.
+    """
+
+    def __init__(self) -> None:
+        self._returned: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+    def reset(self, conn: Any) -> None:
+        self._returned[conn] = time.monotonic()
+
+    def check(self, conn: Any) -> None:
+        if time.monotonic() - self._returned.get(conn, 0.0) > CHECK_AFTER_IDLE:
+            ConnectionPool.check_connection(conn)
+
+
 def open_pool(opts: PostgresOptions) -> ConnectionPool:
     """Open a pool and check one connection now, so a wrong URL fails at once.
+
+    Connections are in autocommit mode: a single statement is its own transaction (one round
+    trip); several that must commit together run inside ``conn.transaction()``.
 
     Raises:
         StoreUnavailable: the server cannot be reached (the message names the masked URL).
     """
+    idle = _IdleCheck()
     pool = ConnectionPool(
         opts.conninfo,
         min_size=1,
         max_size=opts.pool_size,
         open=False,
-        check=ConnectionPool.check_connection,
-        kwargs={"autocommit": False},
+        check=idle.check,
+        reset=idle.reset,
+        kwargs={"autocommit": True},
         name="durq",
     )
     try:
@@ -178,7 +208,7 @@ def migrate(pool: ConnectionPool, opts: PostgresOptions) -> int:
     files = migration_files()
     latest = files[-1][0]
     try:
-        with pool.connection() as conn, conn.transaction():
+        with pool.connection() as conn, conn.transaction():  # one transaction: all or nothing
             conn.execute(q.MIGRATION_LOCK, {"key": lock_key(opts.schema, "migrate")})
             conn.execute(render(q.CREATE_SCHEMA, opts.schema))
             conn.execute(render(q.CREATE_VERSION_TABLE, opts.schema))

@@ -30,6 +30,18 @@ ORDER BY n
 RETURNING id, run_at, created_at
 """
 
+# One job, and the wake-up for its queue, in one statement (its own transaction).
+INSERT_ONE = """
+WITH ins AS (
+    INSERT INTO {s}.jobs (queue, task, payload, priority, run_at, max_attempts, state,
+                          created_at, meta)
+    VALUES (%(queue)s, %(task)s, %(payload)s, %(priority)s,
+            coalesce(%(run_at)s::float8, {s}.epoch(%(at)s) + %(delay)s), %(max_attempts)s,
+            'queued', {s}.epoch(%(at)s), %(meta)s)
+    RETURNING id, run_at, created_at, queue)
+SELECT id, run_at, created_at, pg_notify(%(channel)s, queue) FROM ins
+"""
+
 INSERT_KEYED = """
 INSERT INTO {s}.jobs (queue, task, payload, priority, run_at, max_attempts, state, key,
                       created_at, meta)
@@ -73,7 +85,7 @@ RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.lease_
 """
 
 # Grouped finishes: one statement for a whole batch, each row still conditional on its token.
-FINISH_MANY = """
+_FINISHED = """
 UPDATE {s}.jobs AS j
 SET state = CASE o.kind WHEN 'succeeded' THEN 'succeeded' WHEN 'retry' THEN 'queued' ELSE 'failed' END,
     result = CASE WHEN o.kind = 'succeeded' THEN o.result ELSE j.result END,
@@ -87,6 +99,38 @@ FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(kinds)s::text[], %(result
 WHERE j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
 RETURNING j.id
 """
+
+FINISH_MANY = _FINISHED
+
+# The worker's hot path in one statement (one round trip, one commit): record the outcomes
+# and claim the next jobs of one queue. Data-modifying CTEs share one snapshot, so the claim
+# cannot see a job this same statement just sent back to the queue.
+FINISH_AND_CLAIM = (
+    "WITH fin AS ("
+    + _FINISHED
+    + """),
+picked AS (
+    SELECT id FROM {s}.jobs
+    WHERE state = 'queued' AND queue = %(queue)s AND run_at <= {s}.epoch(%(at)s)
+      AND task = ANY(%(tasks)s::text[])
+      AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = %(queue)s AND paused)
+    ORDER BY priority, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED),
+claimed AS (
+    UPDATE {s}.jobs AS j
+    SET state = 'running', attempts = j.attempts + 1, lease_token = nextval('{s}.lease_tokens'),
+        lease_expires_at = {s}.epoch(%(at)s) + %(lease)s, worker_id = %(worker_id)s,
+        started_at = {s}.epoch(%(at)s)
+    FROM picked WHERE j.id = picked.id
+    RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.lease_token,
+              j.shutdown_requeues, j.priority, j.run_at)
+SELECT true, id, queue, task, payload, attempts, max_attempts, lease_token, shutdown_requeues,
+       priority, run_at FROM claimed
+UNION ALL
+SELECT false, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM fin
+"""
+)
 
 EXTEND_LEASES = """
 UPDATE {s}.jobs AS j SET lease_expires_at = {s}.epoch(%(at)s) + %(lease)s

@@ -71,15 +71,19 @@ class PostgresStore(Shortcuts):
         self._leader: psycopg.Connection[Any] | None = None
         self._leader_lock = threading.Lock()
         self._leads = False
-        if auto_migrate:
-            self.migrate()
-        else:
-            require_current(self._pool, self.options)
-        with self._tx() as conn:
-            before = time.time()
-            row = conn.execute(self._sql["WALL_CLOCK"]).fetchone()
-            after = time.time()
-            self._offset = float(row[0]) - (before + after) / 2 if row else 0.0
+        try:
+            if auto_migrate:
+                self.migrate()
+            else:
+                require_current(self._pool, self.options)
+            with self._tx() as conn:
+                before = time.time()
+                row = conn.execute(self._sql["WALL_CLOCK"]).fetchone()
+                after = time.time()
+                self._offset = float(row[0]) - (before + after) / 2 if row else 0.0
+        except BaseException:
+            self._pool.close()  # a store that failed to open leaves no pool behind
+            raise
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -94,10 +98,16 @@ class PostgresStore(Shortcuts):
         return time.time() + self._offset
 
     @contextlib.contextmanager
-    def _tx(self) -> Iterator[psycopg.Connection[Any]]:
+    def _tx(self, transaction: bool = True) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection; inside one transaction unless ``transaction=False``, for a
+        single statement, which is then its own transaction (no BEGIN/COMMIT round trips)."""
         try:
-            with self._pool.connection() as conn, conn.transaction():
-                yield conn
+            with self._pool.connection() as conn:
+                if transaction:
+                    with conn.transaction():
+                        yield conn
+                else:
+                    yield conn
         except StoreError:
             raise
         except (psycopg.Error, OSError) as exc:
@@ -134,6 +144,17 @@ class PostgresStore(Shortcuts):
                 return self._enqueue_on(connection, jobs)
             except psycopg.Error as exc:
                 raise translate(exc, self.options) from exc
+        if len(jobs) == 1 and jobs[0].key is None:
+            job = jobs[0]
+            params = {
+                "at": self._at(), "queue": job.queue, "task": job.task, "payload": job.payload,
+                "priority": job.priority, "run_at": job.run_at, "delay": float(job.delay),
+                "max_attempts": job.max_attempts, "meta": job.meta, "channel": self.channel,
+            }  # fmt: skip
+            with self._tx(transaction=False) as conn:  # one statement: its own transaction
+                row = conn.execute(self._sql["INSERT_ONE"], params).fetchone()
+            assert row is not None
+            return [Inserted(int(row[0]), True, float(row[1]), float(row[2]))]
         with self._tx() as conn:
             return self._enqueue_on(conn, jobs)
 
@@ -200,46 +221,57 @@ class PostgresStore(Shortcuts):
         lease: float,
         worker_id: str,
     ) -> tuple[list[bool], list[Claimed]]:
+        """Outcomes and the first queue's claim go in one statement (one round trip, one
+        commit); further queues, when the first did not fill ``limit``, are claimed after."""
         at = self._at()
-        applied: list[bool] = []
         claimed: list[Claimed] = []
-        with self._tx() as conn:
-            if outcomes:
-                params: dict[str, Any] = {
-                    "at": at,
-                    "ids": [o.job_id for o in outcomes],
-                    "tokens": [o.lease_token for o in outcomes],
-                    "kinds": [o.kind for o in outcomes],
-                    "results": [o.result for o in outcomes],
-                    "errors": [
-                        json.dumps(o.error.to_dict()) if o.error else None for o in outcomes
-                    ],
-                    "delays": [float(o.delay) for o in outcomes],
-                }
+        params: dict[str, Any] = {
+            "at": at,
+            "ids": [o.job_id for o in outcomes],
+            "tokens": [o.lease_token for o in outcomes],
+            "kinds": [o.kind for o in outcomes],
+            "results": [o.result for o in outcomes],
+            "errors": [json.dumps(o.error.to_dict()) if o.error else None for o in outcomes],
+            "delays": [float(o.delay) for o in outcomes],
+            "tasks": list(tasks),
+            "lease": lease,
+            "worker_id": worker_id,
+        }
+        claim_queues = list(queues) if limit > 0 else []
+        if outcomes:
+            if any(o.kind == "retry" for o in outcomes):
+                hit("retry_tx")
+            hit("finish_tx")
+        done: set[int] = set()
+        with self._tx(transaction=False) as conn:
+            if outcomes and not claim_queues:
                 done = {r[0] for r in conn.execute(self._sql["FINISH_MANY"], params).fetchall()}
-                applied = [o.job_id in done for o in outcomes]
-                if any(o.kind == "retry" for o in outcomes):
-                    hit("retry_tx")
-                hit("finish_tx")
-            if limit > 0:
-                params = {
-                    "at": at,
-                    "tasks": list(tasks),
-                    "lease": lease,
-                    "worker_id": worker_id,
-                }
-                for queue in queues:
-                    params["queue"] = queue
-                    params["limit"] = limit - len(claimed)
-                    rows = conn.execute(self._sql["CLAIM"], params).fetchall()
-                    rows.sort(key=lambda r: (r[8], r[9], r[0]))
-                    claimed.extend(
-                        Claimed(int(r[0]), r[1], r[2], r[3], r[4], r[5], int(r[6]), r[7])
-                        for r in rows
-                    )
-                    if len(claimed) >= limit:
-                        break
-        return applied, claimed
+            elif outcomes:
+                params["queue"], params["limit"] = claim_queues.pop(0), limit
+                rows = []
+                for r in conn.execute(self._sql["FINISH_AND_CLAIM"], params).fetchall():
+                    if r[0]:
+                        rows.append(r[1:])
+                    else:
+                        done.add(r[1])
+                claimed.extend(self._claimed_in_order(rows))
+            for queue in claim_queues:
+                if len(claimed) >= limit:
+                    break
+                params["queue"], params["limit"] = queue, limit - len(claimed)
+                rows = conn.execute(self._sql["CLAIM"], params).fetchall()
+                claimed.extend(self._claimed_in_order(rows))
+        return [o.job_id in done for o in outcomes], claimed
+
+    @staticmethod
+    def _claimed_in_order(rows: Sequence[Sequence[Any]]) -> list[Claimed]:
+        """Claimed rows (id, queue, task, payload, attempts, max_attempts, token, requeues,
+        priority, run_at) in claim order: RETURNING does not keep the ORDER BY."""
+        ordered = sorted(rows, key=lambda r: (r[8], r[9], r[0]))
+        return [
+            Claimed(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]), int(r[7]))
+            for r in ordered
+        ]
 
     def extend_leases(self, leases: Sequence[tuple[int, int]], lease: float) -> list[int]:
         if not leases:
@@ -250,13 +282,13 @@ class PostgresStore(Shortcuts):
             "ids": [i for i, _ in leases],
             "tokens": [t for _, t in leases],
         }
-        with self._tx() as conn:
+        hit("heartbeat_tx")
+        with self._tx(transaction=False) as conn:
             kept = {r[0] for r in conn.execute(self._sql["EXTEND_LEASES"], params).fetchall()}
-            hit("heartbeat_tx")
         return [i for i, _ in leases if i not in kept]
 
     def set_progress(self, job_id: int, token: int, progress: str) -> bool:
-        with self._tx() as conn:
+        with self._tx(transaction=False) as conn:
             cur = conn.execute(
                 self._sql["SET_PROGRESS"], {"id": job_id, "token": token, "progress": progress}
             )
@@ -272,7 +304,7 @@ class PostgresStore(Shortcuts):
             "free": free_requeues,
             "error": error,
         }
-        with self._tx() as conn:
+        with self._tx(transaction=False) as conn:
             row = conn.execute(self._sql["RELEASE"], params).fetchone()
         return (row[0], row[1]) if row else None
 
@@ -295,7 +327,7 @@ class PostgresStore(Shortcuts):
     # -- reading and admin ----------------------------------------------------------------
 
     def _one(self, sql_name: str, params: dict[str, Any]) -> JobRecord | None:
-        with self._tx() as conn:
+        with self._tx(transaction=False) as conn:
             row = conn.execute(self._sql[sql_name], params).fetchone()
         return JobRecord(*row) if row else None
 
@@ -317,32 +349,32 @@ class PostgresStore(Shortcuts):
             "at": self._at(), "state": state, "ready": ready, "queue": queue,
             "task": task, "limit": limit,
         }  # fmt: skip
-        with self._tx() as conn:
+        with self._tx(transaction=False) as conn:
             rows = conn.execute(self._sql["LIST_JOBS"], params).fetchall()
         return [JobRecord(*r) for r in rows]
 
     def retry(self, job_id: int) -> bool:
-        with self._tx() as conn:
+        with self._tx(transaction=False) as conn:
             return conn.execute(self._sql["RETRY"], {"at": self._at(), "id": job_id}).rowcount == 1
 
     def purge(self, queue: str, states: Sequence[str]) -> int:
-        with self._tx() as conn:
+        with self._tx(transaction=False) as conn:
             cur = conn.execute(self._sql["PURGE"], {"queue": queue, "states": list(states)})
             return cur.rowcount
 
     def cancel(self, job_id: int) -> bool:
-        with self._tx() as conn:
+        with self._tx(transaction=False) as conn:
             return conn.execute(self._sql["CANCEL"], {"at": self._at(), "id": job_id}).rowcount == 1
 
     def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool:
-        with self._tx() as conn:
+        with self._tx(transaction=False) as conn:
             row = conn.execute(
                 self._sql["HAS_PENDING"], {"queues": list(queues), "tasks": list(tasks)}
             ).fetchone()
         return bool(row and row[0])
 
     def next_run_at(self, queues: Sequence[str]) -> float | None:
-        with self._tx() as conn:
+        with self._tx(transaction=False) as conn:
             row = conn.execute(self._sql["NEXT_RUN_AT"], {"queues": list(queues)}).fetchone()
         return float(row[0]) if row and row[0] is not None else None
 
@@ -357,11 +389,11 @@ class PostgresStore(Shortcuts):
             conn.execute(self._sql["UPSERT_WORKER"], params)
 
     def touch_worker(self, worker_id: str) -> None:
-        with self._tx() as conn:
+        with self._tx(transaction=False) as conn:
             conn.execute(self._sql["TOUCH_WORKER"], {"at": self._at(), "id": worker_id})
 
     def unregister_worker(self, worker_id: str) -> None:
-        with self._tx() as conn:
+        with self._tx(transaction=False) as conn:
             conn.execute(self._sql["DELETE_WORKER"], {"id": worker_id})
 
     def status_data(self) -> StatusData:
