@@ -2,26 +2,36 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+HASH := $(shell cksum pyproject.toml | cut -d' ' -f1)
+DEV := $(VENV)/.dev-$(HASH)
+BENCH := $(VENV)/.bench-$(HASH)
 
 .PHONY: demo test bench lint clean clean-demo
 
-$(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(PY):
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,bench,postgres]'
-	@rm -f $(VENV)/.installed-* && touch $@
 
-demo: $(STAMP)
+# durq itself, its PostgreSQL driver, and the test and lint tools.
+$(DEV): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[dev,postgres]'
+	@rm -f $(VENV)/.dev-* && touch $@
+
+# The peers the benchmarks compare with (SqliteHuey, persist-queue, procrastinate, pgqueuer).
+$(BENCH): pyproject.toml $(DEV)
+	$(PY) -m pip install --quiet -e '.[dev,postgres,bench]'
+	@rm -f $(VENV)/.bench-* && touch $@
+
+demo: $(DEV)
 	$(PY) -m examples.podcast_mirror
 
-test: $(STAMP)
+test: $(DEV)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-bench: $(STAMP)
+bench: $(BENCH)
 	$(PY) -m bench
 
-lint: $(STAMP)
+lint: $(DEV)
 	$(VENV)/bin/ruff check src tests examples bench
 	$(VENV)/bin/ruff format --check src tests examples bench
 	$(VENV)/bin/mypy
