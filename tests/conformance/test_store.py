@@ -260,3 +260,17 @@ def test_jobs_filters(app: durq.Durq, clock: Clock) -> None:
     assert [j.id for j in app.jobs(task="other")] == [b.id]
     with pytest.raises(durq.ConfigError):
         app.jobs(state="bogus")
+
+
+def test_a_retry_without_attempts_left_fails_the_job(app: durq.Durq) -> None:
+    """The store bounds attempts itself, whatever a caller asks for."""
+    register(app)
+    job = app.tasks["work"].options(max_attempts=1).enqueue()
+    (c,) = claim(app)
+    assert app.store.finish([Outcome(c.id, c.lease_token, "retry", error=err(1), delay=0)]) == [
+        True
+    ]
+    row = app.get(job.id)
+    assert (row.state, row.attempts) == ("failed", 1)
+    assert row.finished_at is not None
+    assert claim(app) == []

@@ -23,6 +23,8 @@ Transitions (every one that touches a running job is conditional on its lease to
   ones keep it, append an error and fail the job when no attempts are left.
 - reap: leases with ``expires < now`` go back to ``queued`` (attempt stays counted,
   ``lease_lost`` error appended) or to ``failed`` when ``attempts >= max_attempts``.
+- release and reap keep the job's ``run_at``, so a recovered job keeps its place at the head
+  of the queue (commit c851a2e).
 - retry: ``failed``/``cancelled``/``expired`` back to ``queued`` now, attempts and give-backs
   reset to 0, result cleared, history kept.
 - cancel: ``queued`` (incl. scheduled) or ``running`` become ``cancelled``; the lease is revoked.
@@ -112,9 +114,14 @@ class QueueModel:
             self.keys[key] = job_id
         return job
 
-    def ready(self, limit: int) -> list[int]:
-        """The ids a claim of ``limit`` takes: due queued jobs by (run_at, id)."""
-        due = [j for j in self.jobs.values() if j.state == "queued" and j.run_at <= self.now]
+    def ready(self, limit: int, exclude: frozenset[int] = frozenset()) -> list[int]:
+        """The ids a claim of ``limit`` takes: due queued jobs by (run_at, id), leaving out
+        ``exclude`` (jobs a claim cannot see yet)."""
+        due = [
+            j
+            for j in self.jobs.values()
+            if j.state == "queued" and j.run_at <= self.now and j.id not in exclude
+        ]
         due.sort(key=lambda j: (j.run_at, j.id))
         return [j.id for j in due[:limit]]
 
@@ -197,7 +204,6 @@ class QueueModel:
             job.attempts -= 1
             job.state = "queued"
         job.shutdown_requeues += 1
-        job.run_at = self.now
         job.worker_id = None
         self._drop_lease(job)
         return job.state, job.attempts
@@ -220,7 +226,6 @@ class QueueModel:
             else:
                 job.state = "queued"
                 recovered.append(job.id)
-            job.run_at = self.now
             job.worker_id = None
             self._drop_lease(job)
         return recovered, failed

@@ -87,12 +87,16 @@ RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.lease_
 # Grouped finishes: one statement for a whole batch, each row still conditional on its token.
 _FINISHED = """
 UPDATE {s}.jobs AS j
-SET state = CASE o.kind WHEN 'succeeded' THEN 'succeeded' WHEN 'retry' THEN 'queued' ELSE 'failed' END,
+SET state = CASE WHEN o.kind = 'succeeded' THEN 'succeeded'
+                 WHEN o.kind = 'retry' AND j.attempts < j.max_attempts THEN 'queued'
+                 ELSE 'failed' END,  -- a retry with no attempts left fails: the store bounds it
     result = CASE WHEN o.kind = 'succeeded' THEN o.result ELSE j.result END,
-    finished_at = CASE WHEN o.kind = 'retry' THEN NULL ELSE {s}.epoch(%(at)s) END,
+    finished_at = CASE WHEN o.kind = 'retry' AND j.attempts < j.max_attempts THEN NULL
+                       ELSE {s}.epoch(%(at)s) END,
     run_at = CASE WHEN o.kind = 'retry' THEN {s}.epoch(%(at)s) + o.delay ELSE j.run_at END,
     errors = CASE WHEN o.error IS NULL THEN j.errors ELSE {s}.append_error(j.errors, o.error) END,
-    worker_id = CASE WHEN o.kind = 'retry' THEN NULL ELSE j.worker_id END,
+    worker_id = CASE WHEN o.kind = 'retry' AND j.attempts < j.max_attempts THEN NULL
+                     ELSE j.worker_id END,
     lease_token = NULL, lease_expires_at = NULL
 FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(kinds)s::text[], %(results)s::text[],
             %(errors)s::text[], %(delays)s::float8[]) AS o(id, token, kind, result, error, delay)

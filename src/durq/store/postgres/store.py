@@ -243,7 +243,8 @@ class PostgresStore(Shortcuts):
                 hit("retry_tx")
             hit("finish_tx")
         done: set[int] = set()
-        with self._tx(transaction=False) as conn:
+        # one statement is its own transaction; claims over several queues share one
+        with self._tx(transaction=len(claim_queues) > 1) as conn:
             if outcomes and not claim_queues:
                 done = {r[0] for r in conn.execute(self._sql["FINISH_MANY"], params).fetchall()}
             elif outcomes:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 # The error history, or - when a damaged row's history is not a JSON array - that damage kept
 # as one entry, so that appending to it can never fail (a corrupt row must not stop the reaper).
+ATTEMPTS_LEFT = "CAST(attempts AS INTEGER) < CAST(max_attempts AS INTEGER)"
+
 HISTORY = (
     "(CASE WHEN json_valid(errors) AND json_type(errors) = 'array' THEN errors "
     "ELSE json_array(json_object('attempt', 0, 'at', 0, 'type', 'UnreadableHistory', "
@@ -88,10 +90,15 @@ SET state = 'succeeded', result = :result, finished_at = :now,
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
+# A retry of a job with no attempts left fails it instead: the store bounds attempts
+# itself, whatever the caller decided.
 FINISH_RETRY = f"""
 UPDATE jobs
-SET state = 'queued', run_at = :run_at, errors = json_insert({HISTORY}, '$[#]', json(:error)),
-    lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+SET state = CASE WHEN {ATTEMPTS_LEFT} THEN 'queued' ELSE 'failed' END,
+    finished_at = CASE WHEN {ATTEMPTS_LEFT} THEN NULL ELSE :now END,
+    run_at = :run_at, errors = json_insert({HISTORY}, '$[#]', json(:error)),
+    lease_token = NULL, lease_expires_at = NULL,
+    worker_id = CASE WHEN {ATTEMPTS_LEFT} THEN NULL ELSE worker_id END
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
