@@ -128,3 +128,21 @@ def test_module_attr_mistakes_say_what_is_wrong() -> None:
     assert missing.returncode == 2 and "has no attribute 'dqq'" in missing.stderr
     dotted = run("worker", "tests.apps.basic.dq")
     assert dotted.returncode == 2 and "did you mean tests.apps.basic:dq" in dotted.stderr
+
+
+def test_purge_deletes_finished_jobs_and_guards_unfinished_ones(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'jobs.db'}"
+    app = durq.Durq(db)
+    done = app.enqueue("t", {}, queue="q")
+    app.cancel(done.id)
+    waiting = app.enqueue("t", {}, queue="q")
+    other = app.enqueue("t", {}, queue="elsewhere")
+    app.cancel(other.id)
+    out = run("purge", "q", "--db", db, "--json")
+    assert json.loads(out.stdout)["deleted"] == 1
+    assert [j.id for j in app.jobs(queue="q")] == [waiting.id]
+    refused = run("purge", "q", "--state", "queued", "--db", db)
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    assert run("purge", "q", "--state", "queued", "--yes", "--db", db).returncode == 0
+    assert app.jobs(queue="q") == []
+    assert [j.id for j in app.jobs()] == [other.id]

@@ -337,6 +337,37 @@ def _steer(db: str, job_ids: tuple[int, ...], as_json: bool, verb: str) -> None:
 
 
 @cli.command()
+@click.argument("queue")
+@db_option
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice(["succeeded", "failed", "cancelled", "expired", "queued", "running"]),
+    help="Delete jobs in this state (repeatable; default: every finished state).",
+)
+@click.option("--yes", is_flag=True, help="Required to delete queued or running jobs.")
+@json_option
+def purge(queue: str, db: str, states: tuple[str, ...], yes: bool, as_json: bool) -> None:
+    """Delete the jobs of QUEUE for good: by default the finished ones (succeeded, failed,
+    cancelled, expired). Deleting queued (incl. scheduled) or running jobs drops work that
+    was never done, so it also needs --yes."""
+    chosen = list(states) or ["succeeded", "failed", "cancelled", "expired"]
+    if {"queued", "running"} & set(chosen) and not yes:
+        fail(
+            "deleting queued or running jobs loses work that was never done; add --yes", EXIT_USAGE
+        )
+    try:
+        deleted = open_existing(db).purge(queue, states=chosen)
+    except DurqError as exc:
+        fail(str(exc))
+    if as_json:
+        render.print_json({"queue": queue, "states": chosen, "deleted": deleted})
+    else:
+        click.echo(f"deleted {deleted} job(s) of queue {queue!r} ({', '.join(chosen)})")
+
+
+@cli.command()
 @db_option
 @json_option
 def migrate(db: str, as_json: bool) -> None:
