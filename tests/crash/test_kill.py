@@ -33,7 +33,6 @@ def test_sigkill_three_times_loses_nothing_and_duplicates_were_in_flight(
     rng = random.Random(20261130)
     runs_file = tmp_path / "runs.txt"
     app = durq.Durq(url)
-    app.enqueue_many_with  # noqa: B018 - the facade is what producers use
     jobs = [app.enqueue("sleepy", {"ms": rng.uniform(5, 20)}, max_attempts=10) for _ in range(500)]
     args = ["--concurrency", str(CONCURRENCY), "--lease", "1.5", "--grace", "1"]
     env = {"RUNS_FILE": str(runs_file)}

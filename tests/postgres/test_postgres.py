@@ -118,8 +118,6 @@ def test_four_workers_on_two_hosts_drain_20000_jobs(
     """Without kills every job runs exactly once; with SIGKILLs none is lost and every
     extra run began in a killed process."""
     app = durq.Durq(pg_url)
-    task_ids = [j.id for j in (app.tasks and []) or []]
-    del task_ids
     for _ in range(4):
         app.enqueue_many_with(
             "sleepy",

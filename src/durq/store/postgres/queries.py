@@ -231,10 +231,6 @@ SELECT EXISTS (SELECT 1 FROM {s}.jobs WHERE state = 'queued' AND queue = ANY(%(q
                  AND task = ANY(%(tasks)s::text[]))
 """
 
-NEXT_RUN_AT = """
-SELECT min(run_at) FROM {s}.jobs WHERE state = 'queued' AND queue = ANY(%(queues)s::text[])
-"""
-
 SELECT_QUEUES = "SELECT name, paused, reason, source, paused_at FROM {s}.queues"
 
 UPSERT_WORKER = """

@@ -327,16 +327,10 @@ class PostgresStore(Shortcuts):
 
     # -- reading and admin ----------------------------------------------------------------
 
-    def _one(self, sql_name: str, params: dict[str, Any]) -> JobRecord | None:
-        with self._tx(transaction=False) as conn:
-            row = conn.execute(self._sql[sql_name], params).fetchone()
-        return JobRecord(*row) if row else None
-
     def get(self, job_id: int) -> JobRecord | None:
-        return self._one("SELECT_JOB", {"id": job_id})
-
-    def get_by_key(self, queue: str, key: str) -> JobRecord | None:
-        return self._one("SELECT_JOB_BY_KEY", {"queue": queue, "key": key})
+        with self._tx(transaction=False) as conn:
+            row = conn.execute(self._sql["SELECT_JOB"], {"id": job_id}).fetchone()
+        return JobRecord(*row) if row else None
 
     def list_jobs(
         self, *, state: str | None, queue: str | None, task: str | None, limit: int
@@ -373,11 +367,6 @@ class PostgresStore(Shortcuts):
                 self._sql["HAS_PENDING"], {"queues": list(queues), "tasks": list(tasks)}
             ).fetchone()
         return bool(row and row[0])
-
-    def next_run_at(self, queues: Sequence[str]) -> float | None:
-        with self._tx(transaction=False) as conn:
-            row = conn.execute(self._sql["NEXT_RUN_AT"], {"queues": list(queues)}).fetchone()
-        return float(row[0]) if row and row[0] is not None else None
 
     def register_worker(self, info: WorkerInfo) -> None:
         params = {

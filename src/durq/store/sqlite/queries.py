@@ -209,11 +209,6 @@ SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued'
                  AND task IN (SELECT value FROM json_each(:tasks)))
 """
 
-NEXT_RUN_AT = """
-SELECT min(run_at) FROM jobs
-WHERE state = 'queued' AND queue IN (SELECT value FROM json_each(:queues))
-"""
-
 SELECT_QUEUES = "SELECT name, paused, reason, source, paused_at FROM queues"
 
 UPSERT_WORKER = """

@@ -345,10 +345,6 @@ class SqliteStore(Shortcuts):
         rows = self._read(q.SELECT_JOB, {"id": job_id})
         return JobRecord(*rows[0]) if rows else None
 
-    def get_by_key(self, queue: str, key: str) -> JobRecord | None:
-        rows = self._read(q.SELECT_JOB_BY_KEY, {"queue": queue, "key": key})
-        return JobRecord(*rows[0]) if rows else None
-
     def list_jobs(
         self, *, state: str | None, queue: str | None, task: str | None, limit: int
     ) -> list[JobRecord]:
@@ -388,10 +384,6 @@ class SqliteStore(Shortcuts):
     def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool:
         params = {"queues": json.dumps(list(queues)), "tasks": json.dumps(list(tasks))}
         return bool(self._read(q.HAS_PENDING, params)[0][0])
-
-    def next_run_at(self, queues: Sequence[str]) -> float | None:
-        value = self._read(q.NEXT_RUN_AT, {"queues": json.dumps(list(queues))})[0][0]
-        return float(value) if value is not None else None
 
     def register_worker(self, info: WorkerInfo) -> None:
         conn = self._conn()
