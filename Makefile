@@ -12,14 +12,14 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# durq itself, its PostgreSQL driver, and the test and lint tools.
+# durq itself, its PostgreSQL driver, the test and lint tools, and what examples/ needs.
 $(DEV): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[dev,postgres]'
+	$(PY) -m pip install --quiet -e '.[dev,postgres,examples]'
 	@rm -f $(VENV)/.dev-* && touch $@
 
 # The peers the benchmarks compare with (SqliteHuey, persist-queue, procrastinate, pgqueuer).
 $(BENCH): pyproject.toml $(DEV)
-	$(PY) -m pip install --quiet -e '.[dev,postgres,bench]'
+	$(PY) -m pip install --quiet -e '.[dev,postgres,examples,bench]'
 	@rm -f $(VENV)/.bench-* && touch $@
 
 demo: $(DEV)
