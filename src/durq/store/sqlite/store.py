@@ -466,7 +466,7 @@ class SqliteStore(Shortcuts):
 
     def pause_queue(self, queue: str, reason: str, source: str) -> bool:
         conn = self._conn()
-        params = {"queue": queue, "reason": reason, "source": source}
+        params: dict[str, Any] = {"queue": queue, "reason": reason, "source": source}
         with self._write():
             params["now"] = self.now()
             row = conn.execute(pq.PAUSE_QUEUE, params).fetchone()
