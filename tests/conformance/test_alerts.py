@@ -134,7 +134,7 @@ def test_two_instances_racing_one_key_send_once(make: Callable[[], durq.Durq]) -
             for r in range(rounds):
                 barrier.wait(30)
                 dq.alert(f"race:{r}", "same moment")
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=go, args=(dq,)) for dq in apps]

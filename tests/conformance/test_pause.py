@@ -52,7 +52,9 @@ def test_paused_queue_is_not_claimed_and_resume_releases_it(app: durq.Durq) -> N
     app.pause("default", "hold")
     assert claim(app) == []
     # finish_and_claim over several queues skips only the paused one
-    _, got = app.store.finish_and_claim([], ["default", "other"], ["work", "elsewhere"], 10, 30, "w")
+    _, got = app.store.finish_and_claim(
+        [], ["default", "other"], ["work", "elsewhere"], 10, 30, "w"
+    )
     assert [c.id for c in got] == [other.id]
     for job in jobs:  # enqueues still go in and stay queued, attempts untouched
         j = app.get(job.id)
