@@ -131,3 +131,40 @@ def test_cli_pause_status_resume(make_any: Callable[..., durq.Durq], url: str) -
     assert resumed.returncode == 0, resumed.stderr
     assert dq.paused("api") is None
     assert _cli(url, "resume", "api").returncode == 1  # not paused: says so
+
+
+def test_async_task_raising_pause_queue_in_process(make_any: Callable[..., durq.Durq]) -> None:
+    """The same path for ``async def`` tasks, with the app's hooks in this process."""
+    import threading
+
+    dq = make_any()
+    got: list[durq.Alert] = []
+    dq.on_alert(got.append)
+    hold = {"on": True}
+
+    @dq.task(queue="net", max_attempts=2)
+    async def fetch(n: int) -> int:
+        if hold["on"]:
+            raise durq.PauseQueue("upstream down")
+        return n
+
+    jobs = [fetch.enqueue(n=i) for i in range(3)]
+    w = dq.worker(lease=5.0, concurrency=3)
+    t = threading.Thread(target=lambda: w.run(install_signals=False), daemon=True)
+    t.start()
+    try:
+        wait_for(lambda: dq.paused("net") is not None, 20, what="the queue to pause")
+        wait_for(
+            lambda: all(dq.get(j.id).state == "queued" for j in jobs), 20, what="jobs put back"
+        )
+        assert all(dq.get(j.id).attempts == 0 for j in jobs)
+        assert [a.key for a in got] == ["pause:net"]
+        hold["on"] = False
+        dq.resume("net")
+        wait_for(
+            lambda: all(dq.get(j.id).state == "succeeded" for j in jobs), 20, what="jobs to run"
+        )
+        assert [dq.get(j.id).attempts for j in jobs] == [1, 1, 1]
+    finally:
+        w.request_stop()
+        t.join(30)
