@@ -59,8 +59,3 @@ ON CONFLICT (key) DO UPDATE SET
     severity = excluded.severity
 RETURNING suppressed = 0, reported, reported_since, last_sent_at
 """
-
-SELECT_ALERTS = """
-SELECT key, message, severity, last_sent_at, last_at, suppressed, sent_count, raised_count
-FROM {s}.alerts ORDER BY last_at DESC
-"""

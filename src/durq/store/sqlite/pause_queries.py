@@ -64,8 +64,3 @@ ON CONFLICT (key) DO UPDATE SET
     severity = excluded.severity
 RETURNING suppressed = 0, reported, reported_since, last_sent_at
 """
-
-SELECT_ALERTS = """
-SELECT key, message, severity, last_sent_at, last_at, suppressed, sent_count, raised_count
-FROM alerts ORDER BY last_at DESC
-"""
