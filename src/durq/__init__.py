@@ -14,6 +14,7 @@ Quick start::
     # elsewhere: durq worker myapp:dq
 """
 
+from durq.alerts import Alert
 from durq.app import Durq
 from durq.context import JobContext, context
 from durq.errors import (
@@ -22,6 +23,7 @@ from durq.errors import (
     JobFailed,
     JobGone,
     JobNotFound,
+    PauseQueue,
     PayloadError,
     PayloadTooLarge,
     Permanent,
@@ -34,6 +36,7 @@ from durq.errors import (
 )
 from durq.job import Job
 from durq.model import AttemptError, JobState
+from durq.pause import QueuePause
 from durq.retry import constant, exponential, tiers
 from durq.task import Task
 from durq.worker import Worker
@@ -41,6 +44,7 @@ from durq.worker import Worker
 __version__ = "0.1.0"
 
 __all__ = [
+    "Alert",
     "AttemptError",
     "ConfigError",
     "Durq",
@@ -51,9 +55,11 @@ __all__ = [
     "JobGone",
     "JobNotFound",
     "JobState",
+    "PauseQueue",
     "PayloadError",
     "PayloadTooLarge",
     "Permanent",
+    "QueuePause",
     "SchemaTooNew",
     "StoreBusy",
     "StoreError",

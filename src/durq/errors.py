@@ -89,3 +89,24 @@ class Transient(TaskSignal):
     def __init__(self, message: str = "", retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class PauseQueue(TaskSignal):
+    """Pause this job's queue and put the job back, without spending an attempt.
+
+    Raise it from a task when the queue cannot make progress for now (an API quota is
+    exhausted, a downstream service is down, credentials expired). The worker then, in one
+    transaction, returns the job to ``queued`` with its attempt handed back (conditional on
+    its lease token) and pauses the job's queue with ``source="auto"`` and this reason,
+    unless the queue is paused already. It raises the alert ``pause:<queue>`` through the
+    app's ``on_alert`` hooks; the alert's cooldown makes any number of jobs hitting it one
+    alert. Jobs of the queue already running finish; nothing more is claimed from it until
+    ``dq.resume(queue)`` (or ``durq resume QUEUE``).
+
+    Args:
+        reason: why, shown by ``durq status`` and in the alert.
+    """
+
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(reason)
+        self.reason = str(reason)

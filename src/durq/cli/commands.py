@@ -443,6 +443,71 @@ def verify(
     sys.exit(0 if report.passed else EXIT_ERROR)
 
 
+# -- pause and alerts --
+
+
+@cli.command()
+@click.argument("queue")
+@click.option("--reason", required=True, help="Why (shown by durq status and alerts).")
+@click.option("--source", default="admin", show_default=True, help="Who pauses.")
+@db_option
+@json_option
+def pause(queue: str, reason: str, source: str, db: str, as_json: bool) -> None:
+    """Pause QUEUE: workers claim nothing more from it; jobs already running finish.
+    A queue paused already keeps its first pause (reason and source)."""
+    try:
+        app = open_existing(db)
+        done = app.pause(queue, reason, source=source)
+        info = app.paused(queue)
+    except DurqError as exc:
+        fail(str(exc))
+    shown = None if info is None else {"reason": info.reason, "source": info.source}
+    if as_json:
+        render.print_json({"queue": queue, "paused": done, "pause": shown})
+    elif done:
+        click.echo(f"paused queue {queue!r} ({source}: {reason})")
+    else:
+        click.echo(
+            f"queue {queue!r} was already paused ({info.source}: {info.reason})"
+            if info
+            else f"queue {queue!r} was already paused"
+        )
+
+
+@cli.command()
+@click.argument("queue")
+@click.option(
+    "--source",
+    default=None,
+    help="Clear only a pause made by this source (default: any pause).",
+)
+@db_option
+@json_option
+def resume(queue: str, source: str | None, db: str, as_json: bool) -> None:
+    """Resume QUEUE: workers claim from it again. Exit 1 when it was not paused (or, with
+    --source, was paused by another source)."""
+    try:
+        app = open_existing(db)
+        done = app.resume(queue, source=source)
+        info = None if done else app.paused(queue)
+    except DurqError as exc:
+        fail(str(exc))
+    if as_json:
+        left = None if info is None else {"reason": info.reason, "source": info.source}
+        render.print_json({"queue": queue, "resumed": done, "pause": left})
+    elif done:
+        click.echo(f"resumed queue {queue!r}")
+    if done:
+        return
+    if info is None:
+        fail(f"queue {queue!r} is not paused")
+    else:
+        fail(
+            f"queue {queue!r} is paused by {info.source!r}, not {source!r} ({info.reason}); "
+            "left paused"
+        )
+
+
 def main() -> None:
     """Console-script entry point."""
     try:

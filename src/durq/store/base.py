@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
+
+if TYPE_CHECKING:
+    from durq.alerts import Alert
+    from durq.pause import QueuePause
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +165,33 @@ class Store(Protocol):
 
     def changed(self) -> bool:
         """True when another connection committed since the last call (cheap; for polling)."""
+        ...
+
+    # -- pause and alerts --
+
+    def pause_queue(self, queue: str, reason: str, source: str) -> bool:
+        """Pause ``queue`` unless it is paused already (the first pause wins and keeps its
+        reason and source); True when this call paused it."""
+        ...
+
+    def resume_queue(self, queue: str, source: str | None) -> bool:
+        """Clear the pause of ``queue`` (with ``source``: only a pause by that source); True
+        when this call cleared one."""
+        ...
+
+    def queue_pause(self, queue: str) -> QueuePause | None:
+        """The pause of ``queue``, or None when it is not paused."""
+        ...
+
+    def requeue_paused(self, job_id: int, token: int, queue: str, reason: str) -> tuple[bool, bool]:
+        """In one transaction: the running job goes back to ``queued`` with the attempt its
+        claim counted handed back (if ``token`` still holds), and ``queue`` is paused with
+        source ``auto`` (if it is not paused already). Returns (requeued, paused_now)."""
+        ...
+
+    def raise_alert(self, key: str, message: str, severity: str, cooldown: float) -> Alert | None:
+        """Record an alert in one statement: the :class:`Alert` to send when ``key`` is new
+        or was last sent ``cooldown`` seconds ago or more, else None (counted as suppressed)."""
         ...
 
 

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from durq.classify import PERMANENT, classify, describe
 from durq.context import JobContext, bind, unbind
-from durq.errors import PayloadError, Permanent
+from durq.errors import PauseQueue, PayloadError, Permanent
 from durq.failpoints import hit
 from durq.model import AttemptError, Claimed, Outcome
+from durq.pause import pause_outcome
 from durq.payload import UndecodablePayload, decode_payload, encode
 from durq.retry import MAX_RETRY_AFTER, retry_after_of
 
@@ -117,6 +118,8 @@ class Executor:
 
     def errored(self, job: Claimed, task: Task[Any, Any], exc: BaseException) -> Outcome:
         """Classify a task's exception: fail now, or schedule a retry with backoff."""
+        if isinstance(exc, PauseQueue):  # not a failure: see durq.pause.settle_pause
+            return pause_outcome(job, exc, self.clock())
         default = "transient" if self.app.retry_unclassified else PERMANENT
         decision = classify(exc, (*task.rules, *self.app.rules), default=default)
         type_name = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")

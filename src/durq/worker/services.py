@@ -17,6 +17,7 @@ from durq.errors import StoreBusy, StoreError, StoreUnavailable
 from durq.failpoints import hit
 from durq.model import Outcome
 from durq.observability import events
+from durq.pause import PAUSE_KIND, settle_pause
 from durq.worker.service import Service
 from durq.worker.state import Attempt
 
@@ -58,6 +59,9 @@ class Claimer(Service):
 
     def submit(self, attempt: Attempt, outcome: Outcome) -> None:
         """Hand over an attempt's outcome; it is committed with the next transaction."""
+        if outcome.kind == PAUSE_KIND:  # recorded on its own, on the caller's thread
+            settle_pause(self.worker, attempt, outcome)
+            return
         self.outcomes.put((attempt, outcome))
         self._wake.set()
 

@@ -11,10 +11,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from durq.alerts import Alert
 from durq.errors import ConfigError, StoreError
 from durq.failpoints import hit
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
+from durq.pause import QueuePause
 from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
+from durq.store.sqlite import pause_queries as pq
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.connection import (
     SqliteOptions,
@@ -458,3 +461,52 @@ class SqliteStore(Shortcuts):
             raise translate(exc, self.path) from exc
         seen, self._data_version = self._data_version, version
         return seen is None or seen != version
+
+    # -- pause and alerts --
+
+    def pause_queue(self, queue: str, reason: str, source: str) -> bool:
+        conn = self._conn()
+        params: dict[str, Any] = {"queue": queue, "reason": reason, "source": source}
+        with self._write():
+            params["now"] = self.now()
+            row = conn.execute(pq.PAUSE_QUEUE, params).fetchone()
+        return row is not None
+
+    def resume_queue(self, queue: str, source: str | None) -> bool:
+        conn = self._conn()
+        with self._write():
+            cur = conn.execute(pq.RESUME_QUEUE, {"queue": queue, "source": source})
+        return cur.rowcount == 1
+
+    def queue_pause(self, queue: str) -> QueuePause | None:
+        rows = self._read(pq.SELECT_PAUSE, {"queue": queue})
+        if not rows:
+            return None
+        name, reason, source, paused_at = rows[0]
+        return QueuePause(name, reason or "", source or "", float(paused_at or 0.0))
+
+    def requeue_paused(self, job_id: int, token: int, queue: str, reason: str) -> tuple[bool, bool]:
+        conn = self._conn()
+        with self._write():
+            now = self.now()
+            cur = conn.execute(pq.REQUEUE_PAUSED, {"id": job_id, "token": token})
+            requeued = cur.rowcount == 1
+            params = {"queue": queue, "reason": reason, "source": "auto", "now": now}
+            paused = conn.execute(pq.PAUSE_QUEUE, params).fetchone() is not None
+        return requeued, paused
+
+    def raise_alert(self, key: str, message: str, severity: str, cooldown: float) -> Alert | None:
+        conn = self._conn()
+        params: dict[str, Any] = {
+            "key": key,
+            "message": message,
+            "severity": severity,
+            "cooldown": float(cooldown),
+        }
+        with self._write():
+            params["now"] = self.now()
+            sent, reported, since, at = conn.execute(pq.RAISE_ALERT, params).fetchone()
+        if not sent:
+            return None
+        first = float(since) if reported and since is not None else float(at)
+        return Alert(key, message, severity, float(at), int(reported), first)
