@@ -15,7 +15,7 @@ from durq.errors import ConfigError, JobGone, JobNotFound, PayloadError, Unknown
 from durq.job import Job
 from durq.model import JobRecord
 from durq.observability import events
-from durq.payload import DEFAULT_PAYLOAD_LIMIT, encode, encode_payload
+from durq.payload import DEFAULT_PAYLOAD_LIMIT, check_structure, encode, encode_payload
 from durq.retry import Backoff, as_backoff
 from durq.store import Inserted, NewJob, Store, open_store
 from durq.task import EnqueueOptions, Task
@@ -361,7 +361,9 @@ class Durq:
         if opts.meta:
             if not isinstance(opts.meta, Mapping):
                 raise PayloadError(f"meta must be a dict, not {type(opts.meta).__name__}")
-            meta = encode(_as_dict(opts.meta, "meta"), what="meta", limit=self.payload_limit)
+            meta_dict = _as_dict(opts.meta, "meta")
+            check_structure(meta_dict, "meta")
+            meta = encode(meta_dict, what="meta", limit=self.payload_limit)
         return NewJob(queue, task_name, "", priority, run_at, max_attempts, None, meta, delay)
 
     def _with_payload(self, t: NewJob, payload: Mapping[str, Any], key: str | None) -> NewJob:
