@@ -48,6 +48,18 @@ def _check_name(what: str, value: str, longest: int = 200) -> str:
     return value
 
 
+def _check_text(what: str, value: object) -> None:
+    """A filter value the database can hold: a str without lone surrogates."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{what} must be a str, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"{what} must be valid Unicode text (no lone surrogates): {value!r}"
+        ) from None
+
+
 def _check_int(what: str, value: object, low: int, high: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise ConfigError(f"{what} must be an int from {low} to {high}, not {value!r}")
@@ -422,12 +434,18 @@ class Durq:
         """Jobs, newest first, filtered by state (incl. ``scheduled``), queue and task.
 
         Raises:
-            ConfigError: an unknown state.
+            ConfigError: an unknown state, a queue or task that is not valid Unicode text
+                (a lone surrogate, as from a non-UTF-8 command line), or a ``limit`` that is not an int from 1 to
+                2**63 - 1 (the largest the stores' integers hold).
         """
         from durq.model import JobState
 
         if state is not None and state not in {s.value for s in JobState}:
             raise ConfigError(f"unknown state {state!r}; one of {[s.value for s in JobState]}")
+        _check_int("limit", limit, 1, 2**63 - 1)
+        for what, value in (("queue", queue), ("task", task)):
+            if value is not None:
+                _check_text(what, value)
         records = self.store.list_jobs(state=state, queue=queue, task=task, limit=int(limit))
         return [Job(self.store, r) for r in records]
 
