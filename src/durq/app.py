@@ -282,11 +282,14 @@ class Durq:
                 exists if and only if that transaction commits (the outbox pattern).
 
         Raises:
-            PayloadError: the payload (or meta) is not JSON-serialisable; a ``TypeError``.
+            PayloadError: the payload (or meta) is not JSON-serialisable, has a non-str dict
+                key at any depth, or nests deeper than 500 levels; a ``TypeError``.
             PayloadTooLarge: the payload is over ``payload_limit`` bytes.
             ConfigError: a bad option (negative delay, naive datetime, both delay and run_at).
             StoreBusy: the database stayed locked past the lock timeout.
-            StoreError: the database could not be written (disk full, read-only).
+            StoreFull: (a StoreError) the disk is full; nothing was written.
+            StoreReadOnly: (a StoreError) the database is read-only; nothing was written.
+            StoreError: the database could not be written otherwise.
         """
         opts = EnqueueOptions(queue, delay, run_at, priority, key, max_attempts, meta, connection)
         return self.enqueue_with(
