@@ -25,7 +25,7 @@ from durq.job import Job
 from durq.model import JobRecord
 from durq.observability import events
 from durq.pause import QueuePause
-from durq.payload import DEFAULT_PAYLOAD_LIMIT, encode, encode_payload
+from durq.payload import DEFAULT_PAYLOAD_LIMIT, check_structure, encode, encode_payload
 from durq.retry import Backoff, as_backoff
 from durq.store import Inserted, NewJob, Store, open_store
 from durq.task import EnqueueOptions, Task
@@ -56,6 +56,18 @@ def _check_name(what: str, value: str, longest: int = 200) -> str:
             f"{what} must be valid Unicode text (no lone surrogates): {value!r}"
         ) from None
     return value
+
+
+def _check_text(what: str, value: object) -> None:
+    """A filter value the database can hold: a str without lone surrogates."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{what} must be a str, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"{what} must be valid Unicode text (no lone surrogates): {value!r}"
+        ) from None
 
 
 def _check_int(what: str, value: object, low: int, high: int) -> None:
@@ -280,11 +292,14 @@ class Durq:
                 exists if and only if that transaction commits (the outbox pattern).
 
         Raises:
-            PayloadError: the payload (or meta) is not JSON-serialisable; a ``TypeError``.
+            PayloadError: the payload (or meta) is not JSON-serialisable, has a non-str dict
+                key at any depth, or nests deeper than 500 levels; a ``TypeError``.
             PayloadTooLarge: the payload is over ``payload_limit`` bytes.
             ConfigError: a bad option (negative delay, naive datetime, both delay and run_at).
             StoreBusy: the database stayed locked past the lock timeout.
-            StoreError: the database could not be written (disk full, read-only).
+            StoreFull: (a StoreError) the disk is full; nothing was written.
+            StoreReadOnly: (a StoreError) the database is read-only; nothing was written.
+            StoreError: the database could not be written otherwise.
         """
         opts = EnqueueOptions(queue, delay, run_at, priority, key, max_attempts, meta, connection)
         return self.enqueue_with(
@@ -371,7 +386,9 @@ class Durq:
         if opts.meta:
             if not isinstance(opts.meta, Mapping):
                 raise PayloadError(f"meta must be a dict, not {type(opts.meta).__name__}")
-            meta = encode(_as_dict(opts.meta, "meta"), what="meta", limit=self.payload_limit)
+            meta_dict = _as_dict(opts.meta, "meta")
+            check_structure(meta_dict, "meta")
+            meta = encode(meta_dict, what="meta", limit=self.payload_limit)
         return NewJob(queue, task_name, "", priority, run_at, max_attempts, None, meta, delay)
 
     def _with_payload(self, t: NewJob, payload: Mapping[str, Any], key: str | None) -> NewJob:
@@ -430,12 +447,18 @@ class Durq:
         """Jobs, newest first, filtered by state (incl. ``scheduled``), queue and task.
 
         Raises:
-            ConfigError: an unknown state.
+            ConfigError: an unknown state, a queue or task that is not valid Unicode text
+                (a lone surrogate, as from a non-UTF-8 command line), or a ``limit`` that is not an int from 1 to
+                2**63 - 1 (the largest the stores' integers hold).
         """
         from durq.model import JobState
 
         if state is not None and state not in {s.value for s in JobState}:
             raise ConfigError(f"unknown state {state!r}; one of {[s.value for s in JobState]}")
+        _check_int("limit", limit, 1, 2**63 - 1)
+        for what, value in (("queue", queue), ("task", task)):
+            if value is not None:
+                _check_text(what, value)
         records = self.store.list_jobs(state=state, queue=queue, task=task, limit=int(limit))
         return [Job(self.store, r) for r in records]
 

@@ -110,3 +110,16 @@ class PauseQueue(TaskSignal):
     def __init__(self, reason: str = "") -> None:
         super().__init__(reason)
         self.reason = str(reason)
+
+
+class StoreFull(StoreError):
+    """The database could not be written because its disk is full (SQLite: ``SQLITE_FULL``).
+
+    The write was rolled back: nothing of it was stored and nothing stored is damaged. A
+    worker waits it out (its outcomes are kept and written once space is freed)."""
+
+
+class StoreReadOnly(StoreError):
+    """The database cannot be written: a read-only file, directory or filesystem.
+
+    Reads still work; the write was refused and nothing was changed."""

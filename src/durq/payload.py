@@ -11,6 +11,12 @@ from durq.errors import PayloadError, PayloadTooLarge
 #: Default limit on a payload's JSON encoding, in bytes (1 MiB).
 DEFAULT_PAYLOAD_LIMIT = 1 << 20
 
+#: Deepest nesting of lists and dicts accepted in a payload or meta. Python's own JSON
+#: encoder gives up near its recursion limit (1000), at a depth that depends on the caller's
+#: stack; a fixed bound well below it makes the rule the same everywhere, and every payload
+#: accepted decodes again in a worker.
+MAX_DEPTH = 500
+
 
 class UndecodablePayload(Exception):
     """A stored payload that is not a JSON object (corrupt row, foreign writer)."""
@@ -53,11 +59,59 @@ def encode(value: Any, *, what: str = "payload", limit: int | None = DEFAULT_PAY
     return text
 
 
-def encode_payload(kwargs: dict[str, Any], limit: int | None) -> str:
-    """Encode a task's keyword arguments (a dict with str keys).
+def check_structure(value: Any, what: str = "payload") -> None:
+    """Refuse what JSON would store as something else: a dict key that is not a ``str``
+    at any depth (JSON turns ``1``, ``1.5``, ``True`` and ``None`` into text, so
+    ``{1: "a"}`` would come back as ``{"1": "a"}`` and ``{1: "a", "1": "b"}`` would lose a
+    value), and nesting deeper than :data:`MAX_DEPTH` levels. Tuples are allowed and come
+    back as lists; other types are left to the encoder.
 
     Raises:
-        PayloadError: not a dict with str keys, or not JSON-serialisable.
+        PayloadError: a non-str key (the error names its path) or too deep a nesting.
+    """
+    # (value, depth, trail): the trail is a linked (key, parent trail) pair, turned into a
+    # path only for the error message, so that a valid payload costs no string building
+    stack: list[tuple[Any, int, Any]] = [(value, 0, None)]
+    while stack:
+        item, depth, trail = stack.pop()
+        if depth > MAX_DEPTH:
+            raise PayloadError(
+                f"{what} nests deeper than {MAX_DEPTH} levels (at {_path(what, trail)})"
+            )
+        if isinstance(item, dict):
+            for key, sub in item.items():
+                if not isinstance(key, str):
+                    raise PayloadError(
+                        f"{what} keys must be str at every level, not {type(key).__name__}: "
+                        f"{key!r:.80} in {_path(what, trail)} (JSON would turn it into text)"
+                    )
+                if isinstance(sub, dict | list | tuple):
+                    stack.append((sub, depth + 1, (key, trail)))
+        elif isinstance(item, list | tuple):
+            for index, sub in enumerate(item):
+                if isinstance(sub, dict | list | tuple):
+                    stack.append((sub, depth + 1, (index, trail)))
+
+
+def _path(what: str, trail: Any) -> str:
+    keys: list[Any] = []
+    while trail is not None:
+        key, trail = trail
+        keys.append(key)
+    text = what + "".join(f"[{k!r:.40}]" for k in reversed(keys))
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def encode_payload(kwargs: dict[str, Any], limit: int | None) -> str:
+    """Encode a task's keyword arguments (a dict with str keys at every level).
+
+    Tuples come back as lists; everything else accepted comes back equal (``str`` with
+    lone surrogates or NUL included, ``int`` of any size up to Python's 4300 digits,
+    finite ``float``, ``bool``, ``None``).
+
+    Raises:
+        PayloadError: not a dict with str keys at every level, nested deeper than
+            :data:`MAX_DEPTH`, or not JSON-serialisable.
         PayloadTooLarge: over ``limit`` bytes.
     """
     if not isinstance(kwargs, dict):
@@ -67,6 +121,7 @@ def encode_payload(kwargs: dict[str, Any], limit: int | None) -> str:
     for key in kwargs:
         if not isinstance(key, str):
             raise PayloadError(f"payload keys must be str, not {type(key).__name__}: {key!r}")
+    check_structure(kwargs)
     return encode(kwargs, limit=limit)
 
 

@@ -197,7 +197,7 @@ def enqueue(
     if payload is not None:
         try:
             body = json.loads(payload)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             fail(f"--payload is not valid JSON: {exc}", EXIT_USAGE)
         if not isinstance(body, dict):
             fail("--payload must be a JSON object", EXIT_USAGE)
@@ -209,6 +209,8 @@ def enqueue(
             body[name] = json.loads(raw)
         except ValueError:
             body[name] = raw
+        except RecursionError as exc:
+            fail(f"the value of {name!r} is not usable JSON: {exc}", EXIT_USAGE)
     app = Durq(db)
     if app_spec is not None:
         app = load_app(app_spec, db)
@@ -263,7 +265,7 @@ def jobs() -> None:
 )
 @click.option("--queue", default=None)
 @click.option("--task", default=None)
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1))
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1, max=2**63 - 1))
 @json_option
 def jobs_list(
     db: str, state: str | None, queue: str | None, task: str | None, limit: int, as_json: bool

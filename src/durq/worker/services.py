@@ -13,7 +13,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from durq.errors import StoreBusy, StoreError, StoreUnavailable
+from durq.errors import StoreBusy, StoreError, StoreFull, StoreUnavailable
 from durq.failpoints import hit
 from durq.model import Outcome
 from durq.observability import events
@@ -29,7 +29,7 @@ log = logging.getLogger("durq.worker")
 
 def passing(exc: BaseException) -> bool:
     """Store errors a loop waits out instead of stopping the worker."""
-    if isinstance(exc, StoreBusy | StoreUnavailable):
+    if isinstance(exc, StoreBusy | StoreUnavailable | StoreFull):
         return True
     return isinstance(exc, StoreError) and (
         "disk is full" in str(exc) or "disk i/o" in str(exc).lower()

@@ -13,9 +13,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from durq.errors import ConfigError, SchemaTooNew, StoreBusy, StoreError
+from durq.errors import (
+    ConfigError,
+    SchemaTooNew,
+    StoreBusy,
+    StoreError,
+    StoreFull,
+    StoreReadOnly,
+)
 from durq.failpoints import hit
 
 MIN_SQLITE = (3, 35, 0)  # RETURNING
@@ -95,10 +102,12 @@ def translate(exc: sqlite3.Error, path: str) -> StoreError:
     low = text.lower()
     if "file is not a database" in low or "disk image is malformed" in low:
         return StoreError(f"{path} is not a SQLite database (or is corrupt): {text}")
-    if "disk is full" in low or "disk i/o error" in low:
+    if "disk is full" in low:
+        return StoreFull(f"cannot write {path}: disk full ({text}); free some space and try again")
+    if "disk i/o error" in low:
         return StoreError(f"cannot write {path}: {text}; free some space and try again")
     if "readonly" in low or "read-only" in low:
-        return StoreError(f"cannot write {path}: {text}")
+        return StoreReadOnly(f"cannot write {path}: read-only ({text})")
     if "unable to open" in low:
         return StoreError(f"cannot open {path}: {text}")
     if is_busy(exc):
@@ -119,9 +128,14 @@ def connect(opts: SqliteOptions) -> sqlite3.Connection:
     parent = Path(opts.path).parent
     if not parent.exists():
         raise StoreError(f"cannot open {opts.path}: directory {parent} does not exist")
+    uri = read_only_uri(opts.path)
     try:
         conn = sqlite3.connect(
-            opts.path, timeout=opts.busy_timeout, isolation_level=None, check_same_thread=False
+            uri or opts.path,
+            timeout=opts.busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+            uri=uri is not None,
         )
     except sqlite3.Error as exc:
         raise translate(exc, opts.path) from exc
@@ -135,6 +149,25 @@ def connect(opts: SqliteOptions) -> sqlite3.Connection:
         conn.close()
         raise translate(exc, opts.path) from exc
     return conn
+
+
+def read_only_uri(path: str) -> str | None:
+    """A ``file:`` URI that opens ``path`` read-only, when its directory cannot be written
+    (a read-only filesystem or directory); None otherwise.
+
+    SQLite in WAL mode must create ``<file>-shm`` (and ``-wal``) next to the database, so
+    a plain open fails there with "unable to open database file". Read-only, and with no
+    ``-wal`` file (every commit is in the main file), ``immutable=1`` reads the file as it
+    is (https://www.sqlite.org/wal.html#readonly). Writes then fail as
+    :class:`durq.errors.StoreReadOnly`.
+    """
+    if not os.path.exists(path):
+        return None
+    full = os.path.abspath(path)
+    if os.access(os.path.dirname(full), os.W_OK):
+        return None
+    immutable = "" if os.path.exists(full + "-wal") else "&immutable=1"
+    return f"file:{quote(full)}?mode=ro{immutable}"
 
 
 def retry_busy(fn: Callable[[], T], opts: SqliteOptions) -> T:
