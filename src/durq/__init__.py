@@ -67,3 +67,9 @@ __all__ = [
     "exponential",
     "tiers",
 ]
+
+# -- batches --
+from durq.batches import Batch, BatchStatus  # noqa: E402
+from durq.errors import BatchNotFound  # noqa: E402
+
+__all__ += ["Batch", "BatchNotFound", "BatchStatus"]

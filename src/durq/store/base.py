@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
+from durq.store.batches import BatchRecord, NewBatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,7 @@ class NewJob:
     key: str | None = None
     meta: str | None = None
     delay: float = 0.0
+    batch_id: int | None = None  # joins this batch (must be building); see durq.batches
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +163,23 @@ class Store(Protocol):
 
     def changed(self) -> bool:
         """True when another connection committed since the last call (cheap; for polling)."""
+        ...
+
+    # -- batches --
+
+    def create_batch(self, spec: NewBatch) -> int:
+        """Store a batch in state ``building``; its id. Jobs join it through
+        ``NewJob.batch_id`` (checked: only while it is building)."""
+        ...
+
+    def seal_batch(self, batch_id: int, aborted: str | None = None) -> bool:
+        """building → open, and fire it at once if every member is already terminal (same
+        transaction). With ``aborted`` (why the block failed) unfinished members are
+        cancelled first and the outcome is never ``completed``. False if not building."""
+        ...
+
+    def get_batch(self, batch_id: int) -> BatchRecord | None:
+        """The batch row with its members counted by state, or None."""
         ...
 
 
