@@ -85,3 +85,26 @@ def test_retrying_failed_members_fires_again_with_completed(tmp_path: Path, url:
     assert (first["outcome"], first["counts"]) == ("partial", {"failed": 1, "succeeded": 19})
     assert (second["outcome"], second["counts"]) == ("completed", {"succeeded": 20})
     assert app.batch_status(batch.id).fired == 2
+
+
+def test_cli_batches_show(tmp_path: Path, url: str) -> None:
+    from tests.integration.test_cli import run
+
+    app = durq.Durq(url)
+    with app.batch(on_complete="on_done", meta={"podcast": "p1"}) as batch:
+        app.enqueue("member", {"n": 1})
+    shown = run("batches", "show", str(batch.id), "--db", url, "--json")
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    assert (data["id"], data["state"], data["counts"], data["meta"], data["fired"]) == (
+        batch.id,
+        "open",
+        {"queued": 1},
+        {"podcast": "p1"},
+        0,
+    )
+    text = run("batches", "show", str(batch.id), "--db", url)
+    assert text.returncode == 0 and f"batch {batch.id}" in text.stdout
+    assert "queued 1" in text.stdout
+    missing = run("batches", "show", "999", "--db", url)
+    assert missing.returncode == 1 and "no batch with id 999" in missing.stderr
