@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 # -- batches --
-from durq.batches import Batch, BatchStatus  # noqa: E402
-from durq.errors import BatchNotFound  # noqa: E402
+from durq.batches import Batch, BatchStatus
+from durq.errors import BatchNotFound
 
 __all__ += ["Batch", "BatchNotFound", "BatchStatus"]

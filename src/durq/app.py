@@ -594,4 +594,3 @@ class Durq:
             status = self.batch_status(batch_id)
             raise JobGone(f"batch {batch_id} is already {status.state}; it was sealed before")
         return self.batch_status(batch_id)
-

@@ -205,11 +205,16 @@ def test_two_workers_finishing_the_last_two_members_at_once_fire_once(
         barrier = threading.Barrier(2)
         errors: list[BaseException] = []
 
-        def finish(dq: durq.Durq, o: Outcome) -> None:
+        def finish(
+            dq: durq.Durq,
+            o: Outcome,
+            barrier: threading.Barrier = barrier,
+            errors: list[BaseException] = errors,
+        ) -> None:
             try:
                 barrier.wait(5)
                 assert dq.store.finish([o]) == [True]
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:
                 errors.append(exc)
 
         threads = [
@@ -244,9 +249,9 @@ def test_a_retry_racing_the_last_finish_never_loses_the_second_firing(
         app.store.finish([bad(a)])
         barrier = threading.Barrier(2)
 
-        def retry_a() -> None:
+        def retry_a(barrier: threading.Barrier = barrier, job_id: int = a.id) -> None:
             barrier.wait(5)
-            other.retry(a.id)
+            other.retry(job_id)
 
         t = threading.Thread(target=retry_a)
         t.start()
@@ -263,7 +268,7 @@ def test_a_retry_racing_the_last_finish_never_loses_the_second_firing(
 
 def test_cancel_and_the_reaper_close_a_batch(app: durq.Durq, clock: Clock) -> None:
     register(app)
-    with app.batch(on_complete="done") as batch:
+    with app.batch(on_complete="done"):
         a = app.enqueue("work", {"n": 1})
         app.enqueue("work", {"n": 2}, max_attempts=1)
         c = app.enqueue("work", {"n": 3})
@@ -323,23 +328,22 @@ def test_a_block_that_raises_cancels_unfinished_members_and_never_reports_comple
     app: durq.Durq,
 ) -> None:
     register(app)
-    with pytest.raises(RuntimeError, match="feed went away"):
-        with app.batch(on_complete="done") as batch:
-            app.enqueue("work", {"n": 1})
-            app.store.finish([ok(c) for c in claim(app)])  # already done before the error
-            app.enqueue("work", {"n": 2})
-            raise RuntimeError("feed went away")
+    batch = app.batch(on_complete="done")
+    with pytest.raises(RuntimeError, match="feed went away"), batch:
+        app.enqueue("work", {"n": 1})
+        app.store.finish([ok(c) for c in claim(app)])  # already done before the error
+        app.enqueue("work", {"n": 2})
+        raise RuntimeError("feed went away")
     status = app.batch_status(batch.id)
     assert status.aborted == "RuntimeError: feed went away"
     assert status.counts == {"cancelled": 1, "succeeded": 1}
     (fired,) = callbacks(app)
     assert (fired["outcome"], fired["counts"]) == ("partial", {"cancelled": 1, "succeeded": 1})
     # all its members done before the error: still not 'completed'
-    with pytest.raises(RuntimeError):
-        with app.batch(on_complete="done"):
-            app.enqueue("work", {"n": 3})
-            app.store.finish([ok(c) for c in claim(app)])
-            raise RuntimeError("half an import")
+    with pytest.raises(RuntimeError), app.batch(on_complete="done"):
+        app.enqueue("work", {"n": 3})
+        app.store.finish([ok(c) for c in claim(app)])
+        raise RuntimeError("half an import")
     assert callbacks(app)[-1]["outcome"] == "partial"
 
 
@@ -351,10 +355,12 @@ def test_bad_batch_arguments_are_refused(app: durq.Durq) -> None:
         app.batch(on_complete="done", meta={"x": object()})
     with pytest.raises(durq.BatchNotFound):
         app.batch_status(12345)
-    with app.batch(on_complete="done"):
-        with pytest.raises(durq.ConfigError, match="nest"):
-            with app.batch(on_complete="done"):
-                pass
+    with (
+        app.batch(on_complete="done"),
+        pytest.raises(durq.ConfigError, match="nest"),
+        app.batch(on_complete="done"),
+    ):
+        pass
     with pytest.raises(durq.JobGone):
         app.seal_batch(1)
 

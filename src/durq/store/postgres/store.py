@@ -278,10 +278,7 @@ class PostgresStore(Shortcuts):
         priority, run_at) in claim order: RETURNING does not keep the ORDER BY."""
         ordered = sorted(rows, key=lambda r: (r[8], r[9], r[0]))
         return [
-            Claimed(
-                int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]), int(r[7]),
-                None if r[10] is None else int(r[10]),
-            )  # fmt: skip
+            Claimed(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]), int(r[7]), r[10])
             for r in ordered
         ]
 
@@ -319,7 +316,7 @@ class PostgresStore(Shortcuts):
         with self._tx() as conn:  # a release that fails a job closes its batch with it
             row = conn.execute(self._sql["RELEASE"], params).fetchone()
             if row is not None and row[0] == "failed":
-                self._batches.close_for_jobs(conn, [job_id], params["at"])
+                self._batches.close_for_jobs(conn, [job_id], self._at())
         return (row[0], row[1]) if row else None
 
     def reap(self) -> ReapSummary:

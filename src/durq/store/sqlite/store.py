@@ -256,8 +256,7 @@ class SqliteStore(Shortcuts):
                     rows = conn.execute(q.CLAIM, params).fetchall()
                     rows.sort(key=lambda r: (r[8], r[9], r[0]))
                     claimed.extend(
-                        Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10])
-                        for r in rows
+                        Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10]) for r in rows
                     )
                     if len(claimed) >= limit:
                         break
