@@ -77,3 +77,9 @@ __all__ = [
     "exponential",
     "tiers",
 ]
+
+# -- batches --
+from durq.batches import Batch, BatchStatus
+from durq.errors import BatchNotFound
+
+__all__ += ["Batch", "BatchNotFound", "BatchStatus"]

@@ -19,8 +19,16 @@ from durq.alerts import (
     AlertHooks,
     check_alert_args,
 )
+from durq.batches import Batch, BatchStatus, current_batch_id
 from durq.classify import Classifier, Rule
-from durq.errors import ConfigError, JobGone, JobNotFound, PayloadError, UnknownTask
+from durq.errors import (
+    BatchNotFound,
+    ConfigError,
+    JobGone,
+    JobNotFound,
+    PayloadError,
+    UnknownTask,
+)
 from durq.job import Job
 from durq.model import JobRecord
 from durq.observability import events
@@ -389,7 +397,10 @@ class Durq:
             meta_dict = _as_dict(opts.meta, "meta")
             check_structure(meta_dict, "meta")
             meta = encode(meta_dict, what="meta", limit=self.payload_limit)
-        return NewJob(queue, task_name, "", priority, run_at, max_attempts, None, meta, delay)
+        batch_id = current_batch_id(self)  # inside `with dq.batch()`: the job joins it
+        return NewJob(
+            queue, task_name, "", priority, run_at, max_attempts, None, meta, delay, batch_id
+        )
 
     def _with_payload(self, t: NewJob, payload: Mapping[str, Any], key: str | None) -> NewJob:
         if isinstance(payload, Mapping) and not isinstance(payload, dict):
@@ -403,8 +414,9 @@ class Durq:
         if key is not None:
             _check_name("key", key, 1000)
         return NewJob(
-            t.queue, t.task, body, t.priority, t.run_at, t.max_attempts, key, t.meta, t.delay
-        )
+            t.queue, t.task, body, t.priority, t.run_at, t.max_attempts, key, t.meta, t.delay,
+            t.batch_id,
+        )  # fmt: skip
 
     def _job_after_insert(self, new: NewJob, ins: Inserted, log: bool) -> Job:
         if not ins.created:
@@ -658,3 +670,92 @@ class Durq:
             hooks = self.__dict__.setdefault("_durq_alert_hooks", AlertHooks())
         assert isinstance(hooks, AlertHooks)
         return hooks
+
+    # -- batches --
+
+    def batch(
+        self,
+        on_complete: Task[Any, Any] | str | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        queue: str | None = None,
+    ) -> Batch:
+        """A batch: ``with dq.batch(on_complete=task, meta={...}) as batch:``.
+
+        Every job enqueued inside the block on this app, in this thread or asyncio task,
+        joins the batch (a keyed enqueue that returns an existing job does not). When the
+        block exits the batch is sealed; when its last member is terminal (succeeded,
+        failed, cancelled, expired) ``on_complete`` is enqueued exactly once, in the same
+        transaction as that member's state change, with keyword arguments ``batch_id``
+        (int), ``outcome`` (``completed`` if every member succeeded, ``failed`` if none did,
+        else ``partial``), ``counts`` (dict state -> number of members) and ``meta`` (dict).
+        ``dq.retry`` on a member reopens a completed batch; it fires again when it lands.
+        An empty batch fires ``completed`` with empty counts when the block exits. If the
+        block raises, unfinished members are cancelled, the batch fires with ``partial`` or
+        ``failed`` (never ``completed``) and ``batch_status().aborted`` says why.
+
+        Args:
+            on_complete: the callback task (a Task or a task name), or None for none.
+            meta: JSON-serialisable dict handed to the callback as ``meta``.
+            queue: the callback job's queue (default: the task's queue, else ``default``).
+
+        Raises:
+            ConfigError: a bad queue, or ``on_complete`` cannot take the four keyword
+                arguments; entering a batch block while another is open for this app.
+            PayloadError: ``meta`` is not a JSON-serialisable dict.
+            StoreError: on entering or leaving the block, the database could not be written.
+        """
+        from durq.task import Task as TaskClass
+
+        task: Task[Any, Any] | None = None
+        name: str | None = None
+        if isinstance(on_complete, TaskClass):
+            task, name = on_complete, on_complete.name
+        elif on_complete is not None:
+            name = _check_name("on_complete task name", on_complete)
+            task = self.tasks.get(name)
+        if task is not None:
+            probe = {"batch_id": 0, "outcome": "completed", "counts": {}, "meta": {}}
+            problem = task.payload_problem(probe)
+            if problem is not None:
+                raise ConfigError(
+                    f"on_complete {task.name}() must accept batch_id, outcome, counts and "
+                    f"meta as keyword arguments: {problem}"
+                )
+        if meta is not None and not isinstance(meta, Mapping):
+            raise PayloadError(f"meta must be a dict, not {type(meta).__name__}")
+        meta_json = encode(_as_dict(meta or {}, "meta"), what="meta", limit=self.payload_limit)
+        chosen = queue if queue is not None else (task.queue if task else DEFAULT_QUEUE)
+        return Batch(
+            self,
+            name,
+            _check_name("queue", chosen),
+            task.priority if task else 0,
+            task.max_attempts if task else DEFAULT_MAX_ATTEMPTS,
+            meta_json,
+        )
+
+    def batch_status(self, batch_id: int) -> BatchStatus:
+        """A batch's state, last outcome, member counts by state, meta and times fired.
+
+        Raises:
+            BatchNotFound: no batch with this id.
+        """
+        record = self.store.get_batch(int(batch_id))
+        if record is None:
+            raise BatchNotFound(f"no batch with id {batch_id}")
+        return BatchStatus.from_record(record)
+
+    def seal_batch(self, batch_id: int, *, aborted: str | None = None) -> BatchStatus:
+        """Seal a batch left ``building`` by a producer that died inside its block (the
+        block seals its own batch; this is for recovery). With ``aborted`` (a reason) its
+        unfinished members are cancelled first. Returns the status after sealing.
+
+        Raises:
+            BatchNotFound: no batch with this id.
+            JobGone: the batch was already sealed (nothing changed).
+        """
+        if not self.store.seal_batch(int(batch_id), aborted):
+            status = self.batch_status(batch_id)
+            raise JobGone(f"batch {batch_id} is already {status.state}; it was sealed before")
+        return self.batch_status(batch_id)

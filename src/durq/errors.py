@@ -123,3 +123,7 @@ class StoreReadOnly(StoreError):
     """The database cannot be written: a read-only file, directory or filesystem.
 
     Reads still work; the write was refused and nothing was changed."""
+
+
+class BatchNotFound(DurqError, LookupError):
+    """No batch with that id exists."""

@@ -107,6 +107,8 @@ class Claimed:
     max_attempts: int
     lease_token: int
     shutdown_requeues: int = 0
+    #: the batch the job belongs to (``dq.batch``), or None; hand it on in its Outcome.
+    batch_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +126,9 @@ class Outcome:
     result: str | None = None
     error: AttemptError | None = None
     delay: float = 0.0
+    #: the job's batch (from :attr:`Claimed.batch_id`): the store then closes the batch in
+    #: the same transaction when this outcome makes its last member terminal.
+    batch_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

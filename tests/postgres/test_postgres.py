@@ -61,7 +61,11 @@ def test_two_processes_migrating_at_once_migrate_once(pg_url: str) -> None:
     assert all(p.returncode == 0 for p in procs)
     assert len(set(outs)) == 1
     versions = admin(f'SELECT version FROM "{schema_of(pg_url)}".schema_version ORDER BY version')
-    assert [v[0] for v in versions] == list(range(1, int(outs[0]) + 1))
+    from durq.store.postgres.connection import migration_files
+
+    # migration numbers are assigned per feature, so the shipped ones may have gaps
+    shipped = [v for v, _name, _sql in migration_files()]
+    assert [v[0] for v in versions] == shipped and shipped[-1] == int(outs[0])
 
 
 def test_a_newer_schema_is_refused(pg_url: str) -> None:

@@ -510,6 +510,46 @@ def resume(queue: str, source: str | None, db: str, as_json: bool) -> None:
         )
 
 
+# -- batches --
+
+
+@cli.group()
+def batches() -> None:
+    """Inspect batches (jobs enqueued inside ``with dq.batch(...)``)."""
+
+
+@batches.command("show")
+@click.argument("batch_id", type=JOB_ID)
+@db_option
+@json_option
+def batches_show(batch_id: int, db: str, as_json: bool) -> None:
+    """One batch: state, last outcome, members by state, meta, times its callback fired."""
+    try:
+        status = open_existing(db).batch_status(batch_id)
+    except DurqError as exc:
+        fail(str(exc))
+    if as_json:
+        render.print_json(status.to_dict())
+        return
+    render.console.print(
+        f"[bold]batch {status.id}[/] -> {status.on_complete or '(no callback)'} "
+        f"on {status.queue}: [bold]{status.state}[/]"
+    )
+    counts = ", ".join(f"{k} {v}" for k, v in status.counts.items()) or "none"
+    for label, value in (
+        ("outcome", status.outcome or "-"),
+        ("fired", status.fired),
+        ("members", f"{status.size}: {counts}"),
+        ("meta", json.dumps(status.meta, ensure_ascii=False)[:500]),
+        ("aborted", status.aborted or "-"),
+        ("callback", status.callback_job_id or "-"),
+        ("created", render.when(status.created_at)),
+        ("sealed", render.when(status.sealed_at)),
+        ("completed", render.when(status.completed_at)),
+    ):
+        render.console.print(f"  {label:>9}: {value}", highlight=False, markup=False)
+
+
 def main() -> None:
     """Console-script entry point."""
     try:

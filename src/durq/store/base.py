@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
+from durq.store.batches import BatchRecord, NewBatch
 
 if TYPE_CHECKING:
     from durq.alerts import Alert
@@ -35,6 +36,7 @@ class NewJob:
     key: str | None = None
     meta: str | None = None
     delay: float = 0.0
+    batch_id: int | None = None  # joins this batch (must be building); see durq.batches
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +194,22 @@ class Store(Protocol):
     def raise_alert(self, key: str, message: str, severity: str, cooldown: float) -> Alert | None:
         """Record an alert in one statement: the :class:`Alert` to send when ``key`` is new
         or was last sent ``cooldown`` seconds ago or more, else None (counted as suppressed)."""
+
+    # -- batches --
+
+    def create_batch(self, spec: NewBatch) -> int:
+        """Store a batch in state ``building``; its id. Jobs join it through
+        ``NewJob.batch_id`` (checked: only while it is building)."""
+        ...
+
+    def seal_batch(self, batch_id: int, aborted: str | None = None) -> bool:
+        """building → open, and fire it at once if every member is already terminal (same
+        transaction). With ``aborted`` (why the block failed) unfinished members are
+        cancelled first and the outcome is never ``completed``. False if not building."""
+        ...
+
+    def get_batch(self, batch_id: int) -> BatchRecord | None:
+        """The batch row with its members counted by state, or None."""
         ...
 
 

@@ -6,6 +6,7 @@ a full disk) are logged and retried with backoff; anything else stops the worker
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import queue
@@ -107,7 +108,12 @@ class Claimer(Service):
                 if batch:
                     hit("before_finish")
                 applied, claimed = store.finish_and_claim(
-                    [o for _, o in batch], queues, tasks, free if claim_now else 0, w.lease, w.id
+                    [with_batch(a, o) for a, o in batch],
+                    queues,
+                    tasks,
+                    free if claim_now else 0,
+                    w.lease,
+                    w.id,
                 )
                 pause = 0.01
             except Exception as exc:
@@ -255,3 +261,12 @@ def error_json(kind: str, message: str, attempt: int, at: float) -> str:
             "kind": kind,
         }
     )
+
+
+def with_batch(attempt: Attempt, outcome: Outcome) -> Outcome:
+    """The outcome, carrying its job's batch id so the store closes the batch in the same
+    transaction (batches: docs/features/batches.md). Plain jobs pass through unchanged."""
+    batch_id = attempt.job.batch_id
+    if batch_id is None or outcome.batch_id == batch_id:
+        return outcome
+    return dataclasses.replace(outcome, batch_id=batch_id)

@@ -81,7 +81,7 @@ SET state = 'running',
 FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.lease_token,
-          j.shutdown_requeues, j.priority, j.run_at
+          j.shutdown_requeues, j.priority, j.run_at, j.batch_id
 """
 
 # Grouped finishes: one statement for a whole batch, each row still conditional on its token.
@@ -128,11 +128,11 @@ claimed AS (
         started_at = {s}.epoch(%(at)s)
     FROM picked WHERE j.id = picked.id
     RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.lease_token,
-              j.shutdown_requeues, j.priority, j.run_at)
+              j.shutdown_requeues, j.priority, j.run_at, j.batch_id)
 SELECT true, id, queue, task, payload, attempts, max_attempts, lease_token, shutdown_requeues,
-       priority, run_at FROM claimed
+       priority, run_at, batch_id FROM claimed
 UNION ALL
-SELECT false, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM fin
+SELECT false, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM fin
 """
 )
 

@@ -22,8 +22,10 @@ from durq.failpoints import hit
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
 from durq.pause import QueuePause
 from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
+from durq.store.batches import BatchRecord, NewBatch
 from durq.store.postgres import pause_queries as pq
 from durq.store.postgres import queries as q
+from durq.store.postgres.batches import Batches
 from durq.store.postgres.connection import (
     NOTIFY_CHANNEL,
     PostgresOptions,
@@ -66,6 +68,7 @@ class PostgresStore(Shortcuts):
             name: render(getattr(q, name), self.options.schema) for name in dir(q) if name.isupper()
         }
         self.channel = f"{NOTIFY_CHANNEL}_{self.options.schema}"
+        self._batches = Batches(self.options.schema, self.channel)
         self._pool = open_pool(self.options)
         self._offset = 0.0
         self._changed = threading.Event()
@@ -142,6 +145,8 @@ class PostgresStore(Shortcuts):
     # -- enqueue --------------------------------------------------------------------------
 
     def enqueue(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Inserted]:
+        if any(job.batch_id is not None for job in jobs):
+            return self._enqueue_in_batch(jobs, connection)
         if connection is not None:
             try:
                 return self._enqueue_on(connection, jobs)
@@ -246,8 +251,9 @@ class PostgresStore(Shortcuts):
                 hit("retry_tx")
             hit("finish_tx")
         done: set[int] = set()
+        batched = any(o.batch_id is not None for o in outcomes)  # then close them in one tx
         # one statement is its own transaction; claims over several queues share one
-        with self._tx(transaction=len(claim_queues) > 1) as conn:
+        with self._tx(transaction=len(claim_queues) > 1 or batched) as conn:
             if outcomes and not claim_queues:
                 done = {r[0] for r in conn.execute(self._sql["FINISH_MANY"], params).fetchall()}
             elif outcomes:
@@ -259,6 +265,8 @@ class PostgresStore(Shortcuts):
                     else:
                         done.add(r[1])
                 claimed.extend(self._claimed_in_order(rows))
+            if batched:
+                self._close_batches_of(conn, outcomes, done, at)
             for queue in claim_queues:
                 if len(claimed) >= limit:
                     break
@@ -273,7 +281,7 @@ class PostgresStore(Shortcuts):
         priority, run_at) in claim order: RETURNING does not keep the ORDER BY."""
         ordered = sorted(rows, key=lambda r: (r[8], r[9], r[0]))
         return [
-            Claimed(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]), int(r[7]))
+            Claimed(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]), int(r[7]), r[10])
             for r in ordered
         ]
 
@@ -308,14 +316,17 @@ class PostgresStore(Shortcuts):
             "free": free_requeues,
             "error": error,
         }
-        with self._tx(transaction=False) as conn:
+        with self._tx() as conn:  # a release that fails a job closes its batch with it
             row = conn.execute(self._sql["RELEASE"], params).fetchone()
+            if row is not None and row[0] == "failed":
+                self._batches.close_for_jobs(conn, [job_id], self._at())
         return (row[0], row[1]) if row else None
 
     def reap(self) -> ReapSummary:
         at = self._at()
         with self._tx() as conn:
             rows = conn.execute(self._sql["REAP"], {"at": at}).fetchall()
+            self._batches.close_for_jobs(conn, [r[0] for r in rows if r[1] == "failed"], at)
             at = conn.execute(self._sql["CLOCK"], {"at": at}).fetchone()
             now = float(at[0]) if at else self.now()
             summary = ReapSummary(
@@ -352,8 +363,11 @@ class PostgresStore(Shortcuts):
         return [JobRecord(*r) for r in rows]
 
     def retry(self, job_id: int) -> bool:
-        with self._tx(transaction=False) as conn:
-            return conn.execute(self._sql["RETRY"], {"at": self._at(), "id": job_id}).rowcount == 1
+        with self._tx() as conn:  # the job and its batch (reopened) change together
+            done = conn.execute(self._sql["RETRY"], {"at": self._at(), "id": job_id}).rowcount == 1
+            if done:
+                self._batches.reopen_for_jobs(conn, [job_id])
+            return done
 
     def purge(self, queue: str, states: Sequence[str]) -> int:
         with self._tx(transaction=False) as conn:
@@ -361,8 +375,12 @@ class PostgresStore(Shortcuts):
             return cur.rowcount
 
     def cancel(self, job_id: int) -> bool:
-        with self._tx(transaction=False) as conn:
-            return conn.execute(self._sql["CANCEL"], {"at": self._at(), "id": job_id}).rowcount == 1
+        at = self._at()
+        with self._tx() as conn:  # the job and its batch (maybe completed) change together
+            done = conn.execute(self._sql["CANCEL"], {"at": at, "id": job_id}).rowcount == 1
+            if done:
+                self._batches.close_for_jobs(conn, [job_id], at)
+            return done
 
     def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool:
         with self._tx(transaction=False) as conn:
@@ -541,3 +559,60 @@ class PostgresStore(Shortcuts):
             return None
         first = float(since) if reported and since is not None else float(at)
         return Alert(key, message, severity, float(at), int(reported), first)
+
+    # -- batches --------------------------------------------------------------------------
+
+    def _close_batches_of(
+        self,
+        conn: psycopg.Connection[Any],
+        outcomes: Sequence[Outcome],
+        done: set[int],
+        at: float | None,
+    ) -> None:
+        """The finish hook, inside the finish's transaction: close the batches of the
+        outcomes that applied."""
+        ids = [o.batch_id for o in outcomes if o.batch_id is not None and o.job_id in done]
+        if ids:
+            self._batches.close_batches(conn, ids, at)
+
+    def _enqueue_in_batch(self, jobs: Sequence[NewJob], connection: Any) -> list[Inserted]:
+        """Insert jobs and make the new ones members of their batch, in one transaction
+        (the caller's with ``connection``). A keyed job that already existed does not join.
+
+        Raises:
+            ConfigError: the batch is sealed or unknown (nothing written).
+        """
+
+        def run(conn: psycopg.Connection[Any]) -> list[Inserted]:
+            batch_ids = sorted({j.batch_id for j in jobs if j.batch_id is not None})
+            for batch_id in batch_ids:
+                self._batches.require_building(conn, batch_id)
+            out = self._enqueue_on(conn, jobs)
+            for batch_id in batch_ids:
+                members = [
+                    ins.id
+                    for job, ins in zip(jobs, out, strict=True)
+                    if job.batch_id == batch_id and ins.created
+                ]
+                self._batches.add_members(conn, batch_id, members)
+            return out
+
+        if connection is not None:
+            try:
+                return run(connection)
+            except psycopg.Error as exc:
+                raise translate(exc, self.options) from exc
+        with self._tx() as conn:
+            return run(conn)
+
+    def create_batch(self, spec: NewBatch) -> int:
+        with self._tx(transaction=False) as conn:
+            return self._batches.create(conn, spec, self._at())
+
+    def seal_batch(self, batch_id: int, aborted: str | None = None) -> bool:
+        with self._tx() as conn:
+            return self._batches.seal(conn, batch_id, aborted, self._at())
+
+    def get_batch(self, batch_id: int) -> BatchRecord | None:
+        with self._tx() as conn:
+            return self._batches.get(conn, batch_id)

@@ -73,7 +73,7 @@ WHERE id IN (
   AND NOT EXISTS (SELECT 1 FROM queues WHERE name = :queue AND paused = 1)
 RETURNING id, queue, task, payload, CAST(attempts AS INTEGER), CAST(max_attempts AS INTEGER),
           lease_token, CAST(shutdown_requeues AS INTEGER), CAST(priority AS INTEGER),
-          CAST(run_at AS REAL)
+          CAST(run_at AS REAL), batch_id
 """
 
 # A read before a claim, so that an idle worker takes the write lock only when work is due.

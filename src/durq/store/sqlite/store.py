@@ -17,6 +17,8 @@ from durq.failpoints import hit
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
 from durq.pause import QueuePause
 from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
+from durq.store.batches import BatchRecord, NewBatch
+from durq.store.sqlite import batches as sb
 from durq.store.sqlite import pause_queries as pq
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.connection import (
@@ -135,6 +137,8 @@ class SqliteStore(Shortcuts):
     # -- enqueue --------------------------------------------------------------------------
 
     def enqueue(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Inserted]:
+        if any(job.batch_id is not None for job in jobs):
+            return self._enqueue_in_batch(jobs, connection)
         if connection is not None:
             if not isinstance(connection, sqlite3.Connection):
                 raise ConfigError(
@@ -240,6 +244,7 @@ class SqliteStore(Shortcuts):
             for o in outcomes:
                 applied.append(self._finish_one(conn, o, now))
             if outcomes:
+                self._close_batches_of(outcomes, applied, now)
                 hit("finish_tx")
             if limit > 0 and queues:
                 params: dict[str, Any] = {
@@ -254,7 +259,7 @@ class SqliteStore(Shortcuts):
                     rows = conn.execute(q.CLAIM, params).fetchall()
                     rows.sort(key=lambda r: (r[8], r[9], r[0]))
                     claimed.extend(
-                        Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]) for r in rows
+                        Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10]) for r in rows
                     )
                     if len(claimed) >= limit:
                         break
@@ -325,6 +330,8 @@ class SqliteStore(Shortcuts):
         with self._write():
             params["now"] = self.now()
             row = conn.execute(q.RELEASE, params).fetchone()
+            if row is not None and row[0] == "failed":
+                sb.close_for_jobs(conn, [job_id], params["now"])
         return (row[0], row[1]) if row else None
 
     def reap(self) -> ReapSummary:
@@ -332,6 +339,7 @@ class SqliteStore(Shortcuts):
         with self._write():
             now = self.now()
             rows = conn.execute(q.REAP, {"now": now}).fetchall()
+            sb.close_for_jobs(conn, [r[0] for r in rows if r[1] == "failed"], now)
             summary = ReapSummary(
                 at=now,
                 recovered=sum(1 for r in rows if r[1] == "queued"),
@@ -370,6 +378,8 @@ class SqliteStore(Shortcuts):
         conn = self._conn()
         with self._write():
             cur = conn.execute(q.RETRY, {"id": job_id, "now": self.now()})
+            if cur.rowcount == 1:
+                sb.reopen_for_jobs(conn, [job_id])
         return cur.rowcount == 1
 
     def purge(self, queue: str, states: Sequence[str]) -> int:
@@ -381,7 +391,10 @@ class SqliteStore(Shortcuts):
     def cancel(self, job_id: int) -> bool:
         conn = self._conn()
         with self._write():
-            cur = conn.execute(q.CANCEL, {"id": job_id, "now": self.now()})
+            now = self.now()
+            cur = conn.execute(q.CANCEL, {"id": job_id, "now": now})
+            if cur.rowcount == 1:
+                sb.close_for_jobs(conn, [job_id], now)
         return cur.rowcount == 1
 
     def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool:
@@ -510,3 +523,64 @@ class SqliteStore(Shortcuts):
             return None
         first = float(since) if reported and since is not None else float(at)
         return Alert(key, message, severity, float(at), int(reported), first)
+
+    # -- batches --------------------------------------------------------------------------
+
+    def _close_batches_of(
+        self, outcomes: Sequence[Outcome], applied: Sequence[bool], now: float
+    ) -> None:
+        """The finish hook: close the batches of applied outcomes (same transaction)."""
+        ids = [o.batch_id for o, ok in zip(outcomes, applied, strict=True) if ok and o.batch_id]
+        if ids:
+            sb.close_batches(self._conn(), ids, now)
+
+    def _enqueue_in_batch(self, jobs: Sequence[NewJob], connection: Any) -> list[Inserted]:
+        """Insert jobs and make the new ones members of their batch, in one transaction
+        (the caller's with ``connection``). A keyed job that already existed does not join.
+
+        Raises:
+            ConfigError: the batch is sealed or unknown (nothing written).
+        """
+        if connection is not None and not isinstance(connection, sqlite3.Connection):
+            raise ConfigError(
+                f"connection= must be a sqlite3.Connection on {self.path}, "
+                f"not {type(connection).__name__}"
+            )
+        conn = connection if connection is not None else self._conn()
+        tx = contextlib.nullcontext() if connection is not None else self._write()
+        try:
+            with tx:
+                batch_ids = sorted({j.batch_id for j in jobs if j.batch_id is not None})
+                for batch_id in batch_ids:
+                    sb.require_building(conn, batch_id)
+                out = self._insert(conn, jobs, explicit_ids=connection is None)
+                by_batch: dict[int, list[int]] = {}
+                for job, ins in zip(jobs, out, strict=True):
+                    if job.batch_id is not None and ins.created:
+                        by_batch.setdefault(job.batch_id, []).append(ins.id)
+                for batch_id in batch_ids:
+                    sb.add_members(conn, batch_id, by_batch.get(batch_id, []))
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        return out
+
+    def create_batch(self, spec: NewBatch) -> int:
+        conn = self._conn()
+        with self._write():
+            return sb.create(conn, spec, self.now())
+
+    def seal_batch(self, batch_id: int, aborted: str | None = None) -> bool:
+        conn = self._conn()
+        with self._write():
+            return sb.seal(conn, batch_id, aborted, self.now())
+
+    def get_batch(self, batch_id: int) -> BatchRecord | None:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN")  # the row and its counts from one snapshot
+            try:
+                return sb.get(conn, batch_id)
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
