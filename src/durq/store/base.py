@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
+from durq.steps import StepRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +162,34 @@ class Store(Protocol):
 
     def changed(self) -> bool:
         """True when another connection committed since the last call (cheap; for polling)."""
+        ...
+
+    # -- steps and retention --
+
+    def step_state(self, job_id: int, token: int, name: str) -> tuple[str | None, bool]:
+        """(the step's stored result as JSON text or None, whether ``token`` holds the
+        job's lease), in one read."""
+        ...
+
+    def save_step(self, job_id: int, token: int, name: str, result: str) -> bool:
+        """Record a step's JSON ``result`` under ``(job_id, name)`` if ``token`` still holds
+        the lease of the running job; False otherwise, or when ``name`` is already recorded
+        (the first row is kept)."""
+        ...
+
+    def list_steps(self, job_id: int) -> list[StepRecord]:
+        """A job's recorded steps, oldest first."""
+        ...
+
+    def clear_steps(self, job_id: int) -> int:
+        """Delete a job's steps unless the job is running; the count deleted."""
+        ...
+
+    def prune_jobs(self, state: str, older_than: float, queue: str | None, limit: int) -> int:
+        """Delete at most ``limit`` jobs whose stored state is the terminal ``state`` and
+        whose ``finished_at`` is more than ``older_than`` seconds before the store's clock
+        (of ``queue`` when given), with their steps, in one transaction; the count deleted.
+        Never deletes a job that is not succeeded, failed, cancelled or expired."""
         ...
 
 
