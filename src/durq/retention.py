@@ -98,10 +98,14 @@ def policy(
         _check_states(list(older_than))
         ages = {k: None if v is None else parse_duration(v) for k, v in older_than.items()}
     else:
-        age = parse_duration(older_than)
-        ages = dict.fromkeys(PRUNABLE_STATES, age)
+        ages = dict.fromkeys(PRUNABLE_STATES, parse_duration(older_than))
     chosen = _check_states(states) if states is not None else list(ages)
-    return {s: age for s in PRUNABLE_STATES if s in chosen and (age := ages.get(s)) is not None}
+    out: dict[str, float] = {}
+    for state in PRUNABLE_STATES:
+        seconds = ages.get(state)
+        if state in chosen and seconds is not None:
+            out[state] = seconds
+    return out
 
 
 def worker_policy(overrides: Mapping[str, float | str | None] | None) -> dict[str, float]:

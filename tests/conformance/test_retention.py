@@ -150,9 +150,7 @@ def test_prune_goes_in_bounded_chunks(app: durq.Durq, clock: Clock) -> None:
     assert app.jobs(limit=100) == []
 
 
-def test_the_worker_pruner_applies_its_per_state_retention(
-    app: durq.Durq, clock: Clock
-) -> None:
+def test_the_worker_pruner_applies_its_per_state_retention(app: durq.Durq, clock: Clock) -> None:
     register(app)
     ok = finished(app, "succeeded")
     bad = finished(app, "failed")

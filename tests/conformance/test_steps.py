@@ -55,9 +55,7 @@ class Calls:
 
 def retry_now(app: durq.Durq, c: Claimed) -> None:
     err = AttemptError(c.attempt, 0.0, "ValueError", "boom", "", "transient")
-    assert app.store.finish([Outcome(c.id, c.lease_token, "retry", error=err, delay=0.0)]) == [
-        True
-    ]
+    assert app.store.finish([Outcome(c.id, c.lease_token, "retry", error=err, delay=0.0)]) == [True]
 
 
 def test_a_later_attempt_gets_stored_results_without_calling_fn(app: durq.Durq) -> None:

@@ -19,8 +19,8 @@ import psycopg
 from durq.errors import StoreError
 from durq.failpoints import hit
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
-from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
 from durq.steps import StepRecord
+from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
 from durq.store.postgres import queries as q
 from durq.store.postgres import steps as steps_sql
 from durq.store.postgres.connection import (

@@ -14,8 +14,8 @@ from typing import Any
 from durq.errors import ConfigError, StoreError
 from durq.failpoints import hit
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
-from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
 from durq.steps import StepRecord
+from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
 from durq.store.sqlite import queries as q
 from durq.store.sqlite import steps as s
 from durq.store.sqlite.connection import (
