@@ -514,7 +514,7 @@ class Durq:
                 "worker_id": j.worker_id,
                 "progress": j.progress,
             }
-            for j in self.jobs(state="running", limit=limit)
+            for j in (Job(self.store, r) for r in self.store.running_jobs(limit))
         ]
 
     def prune(

@@ -170,3 +170,18 @@ def test_the_worker_pruner_applies_its_per_state_retention(app: durq.Durq, clock
         app.worker(retention={"running": 1})
     with pytest.raises(ConfigError):
         app.worker(prune_interval=-1)
+
+
+def test_status_lists_running_jobs_with_their_progress(app: durq.Durq) -> None:
+    register(app)
+    app.tasks["work"].enqueue()
+    app.tasks["work"].enqueue(n=1)
+    idle = app.tasks["work"].options(queue="q").enqueue()
+    a, b = app.store.claim("default", ["work"], 2, LEASE, "w1")
+    assert app.store.set_progress(b.id, b.lease_token, '{"fraction":0.25,"message":"m"}')
+    running = app.status()["running"]
+    assert [r["id"] for r in running] == [b.id, a.id]
+    assert running[0]["progress"] == {"fraction": 0.25, "message": "m"}
+    assert running[1]["progress"] is None and running[0]["attempt"] == 1
+    assert idle.id not in [r["id"] for r in running]
+    assert [r["id"] for r in app.running_progress(limit=1)] == [b.id]

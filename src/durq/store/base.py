@@ -192,6 +192,10 @@ class Store(Protocol):
         Never deletes a job that is not succeeded, failed, cancelled or expired."""
         ...
 
+    def running_jobs(self, limit: int) -> list[JobRecord]:
+        """Up to ``limit`` running jobs, newest first (status shows their progress)."""
+        ...
+
 
 class Shortcuts:
     """``claim`` and ``finish`` on their own, for tests and tools; both backends inherit

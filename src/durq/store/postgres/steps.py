@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from durq.store.postgres.queries import JOB_COLUMNS
+
 # The stored result (NULL when not recorded) and whether this attempt holds the lease.
 STEP_STATE = """
 SELECT (SELECT result FROM {s}.steps WHERE job_id = %(job_id)s AND name = %(name)s),
@@ -50,3 +52,10 @@ WITH doomed AS (
 DELETE FROM {s}.jobs AS j USING doomed
 WHERE j.id = doomed.id AND j.state IN ('succeeded', 'failed', 'cancelled', 'expired')
 """
+
+# The running jobs for status (with their progress); the partial index jobs_leases holds
+# exactly the running rows.
+RUNNING_JOBS = (
+    "SELECT " + JOB_COLUMNS + " FROM {s}.jobs WHERE state = 'running' ORDER BY id DESC "
+    "LIMIT %(limit)s"
+)

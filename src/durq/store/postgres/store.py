@@ -536,3 +536,9 @@ class PostgresStore(Shortcuts):
         }
         with self._tx(transaction=False) as conn:
             return conn.execute(self._steps_sql("PRUNE_JOBS"), params).rowcount
+
+    def running_jobs(self, limit: int) -> list[JobRecord]:
+        """Up to ``limit`` running jobs, newest first (for status: their progress)."""
+        with self._tx(transaction=False) as conn:
+            rows = conn.execute(self._steps_sql("RUNNING_JOBS"), {"limit": int(limit)}).fetchall()
+        return [JobRecord(*r) for r in rows]

@@ -5,6 +5,8 @@ Parameters are named (``:name``); times are REAL seconds from the store's clock.
 
 from __future__ import annotations
 
+from durq.store.sqlite.queries import JOB_COLUMNS
+
 # What a step needs to know in one read: its stored result (NULL when not recorded) and
 # whether this attempt still holds the job's lease.
 STEP_STATE = """
@@ -46,4 +48,13 @@ WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_finished
                AND (:queue IS NULL OR queue = :queue)
              LIMIT :limit)
   AND state IN ('succeeded', 'failed', 'cancelled', 'expired')
+"""
+
+# The running jobs for status (with their progress), through the partial index of running
+# rows rather than a scan of the whole table.
+RUNNING_JOBS = f"""
+SELECT {JOB_COLUMNS} FROM jobs INDEXED BY jobs_leases
+WHERE state = 'running'
+ORDER BY id DESC
+LIMIT :limit
 """

@@ -503,3 +503,7 @@ class SqliteStore(Shortcuts):
             params["now"] = self.now()
             cur = conn.execute(s.PRUNE_JOBS, params)
         return cur.rowcount
+
+    def running_jobs(self, limit: int) -> list[JobRecord]:
+        """Up to ``limit`` running jobs, newest first (for status: their progress)."""
+        return [JobRecord(*r) for r in self._read(s.RUNNING_JOBS, {"limit": int(limit)})]
