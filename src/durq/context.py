@@ -9,6 +9,7 @@ from typing import Any
 
 from durq.errors import DurqError
 from durq.payload import encode, is_finite_fraction
+from durq.steps import StepStore, run_step
 
 _current: contextvars.ContextVar[JobContext] = contextvars.ContextVar("durq_job_context")
 
@@ -34,6 +35,7 @@ class JobContext:
     lease_token: int
     _write_progress: Callable[[int, int, str], bool] = field(repr=False)
     _lost: bool = field(default=False, repr=False)
+    _steps: StepStore | None = field(default=None, repr=False)
 
     @property
     def lease_lost(self) -> bool:
@@ -68,6 +70,41 @@ class JobContext:
         if not ok:
             self.mark_lease_lost()
         return ok
+
+    # -- steps --
+
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` once per job and remember its result.
+
+        The result is stored as JSON under ``(job_id, name)`` in the job's own database.
+        A later attempt of the same job (a retry, a job recovered after its worker died, or
+        one re-queued by ``dq.retry()``) gets the stored result back and ``fn`` is not
+        called again. Names are per job; use a distinct name per distinct step.
+
+        ``fn`` runs outside any database transaction. Steps are at-least-once, not
+        exactly-once: if the worker dies after ``fn`` returned but before its result was
+        written, the next attempt runs ``fn`` again (make such effects idempotent).
+
+        Args:
+            name: the step's name, unique within the job (1 to 200 characters).
+            fn: a synchronous callable; ``*args`` and ``**kwargs`` are passed to it.
+
+        Returns:
+            ``fn``'s result after a JSON round trip (tuples come back as lists, dict keys
+            as str), which is also exactly what later attempts get.
+
+        Raises:
+            LeaseLost: this attempt's lease was lost (reaped, cancelled, timed out) before
+                ``fn`` ran (``fn`` is not called) or before its result could be written
+                (``fn`` ran, nothing was recorded). :attr:`lease_lost` becomes True.
+            StepResultError: ``fn``'s result is not JSON-serialisable or is over 1 MiB as
+                JSON; ``fn`` ran, nothing was recorded. It is a ``PayloadError`` and a
+                ``durq.Permanent``: left uncaught, the job fails without a retry.
+            ConfigError: a bad name, or ``fn`` is not callable.
+            DurqError: this context was not made by a worker (no store to write to).
+            Whatever ``fn`` raises propagates unchanged, and nothing is recorded.
+        """
+        return run_step(self, self._steps, name, fn, args, kwargs)
 
 
 def context() -> JobContext:

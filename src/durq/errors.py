@@ -127,3 +127,22 @@ class StoreReadOnly(StoreError):
 
 class BatchNotFound(DurqError, LookupError):
     """No batch with that id exists."""
+
+
+# -- steps --
+
+
+class LeaseLost(DurqError):
+    """This attempt no longer holds its job's lease (reaped after a missed heartbeat,
+    cancelled, timed out, or taken over by another worker), so what it tries to record for
+    the job is refused. Raised by :meth:`durq.JobContext.step`; the task should stop. The
+    worker's outcome for such an attempt is fenced out anyway."""
+
+
+class StepResultError(PayloadError, Permanent):
+    """A step's function returned a value that cannot be stored as JSON (or is over the
+    size limit). The function has run, but its result was not recorded.
+
+    It is also a :class:`Permanent` signal: unless the task catches it, the job fails at
+    once instead of being retried, so that a retry does not repeat the step's side effect
+    only to fail the same way."""

@@ -122,6 +122,22 @@ def cli() -> None:
     show_default=True,
     type=click.Choice(["debug", "info", "warning", "error"]),
 )
+@click.option(
+    "--retain",
+    "retain",
+    multiple=True,
+    metavar="STATE=AGE",
+    help="Pruner retention for a finished state, e.g. succeeded=3d, failed=90d, "
+    "cancelled=forever (repeatable; defaults: succeeded 7d, failed/cancelled/expired 30d).",
+)
+@click.option(
+    "--prune-interval",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds between pruner passes (0 turns it off).",
+)
+@click.option("--no-prune", is_flag=True, help="Do not run the pruner in this worker.")
 def worker(
     app_spec: str,
     db: str | None,
@@ -133,6 +149,9 @@ def worker(
     free_requeues: int,
     worker_id: str | None,
     log_level: str,
+    retain: tuple[str, ...],
+    prune_interval: float,
+    no_prune: bool,
 ) -> None:
     """Run a worker for the tasks of MODULE:ATTR (a durq.Durq; MODULE alone means MODULE:dq).
     SIGTERM/SIGINT: graceful shutdown within --grace; a second signal exits at once.
@@ -150,6 +169,8 @@ def worker(
             grace=grace,
             free_requeues=free_requeues,
             worker_id=worker_id,
+            retention=_retention_option(retain),
+            prune_interval=None if no_prune else prune_interval,
         )
         code = w.run()
     except DurqError as exc:
@@ -247,6 +268,7 @@ def status(db: str, as_json: bool) -> None:
         render.print_json(snap)
     else:
         render.status_table(snap)
+        _print_running(snap.get("running") or [])
 
 
 @cli.group()
@@ -288,13 +310,16 @@ def jobs_list(
 def jobs_show(job_id: int, db: str, as_json: bool) -> None:
     """One job: payload, result, progress and its whole error history."""
     try:
-        job = open_existing(db).get(job_id)
+        app = open_existing(db)
+        job = app.get(job_id)
+        steps = app.steps(job_id)
     except DurqError as exc:
         fail(str(exc))
     if as_json:
-        render.print_json(job.to_dict())
+        render.print_json({**job.to_dict(), "steps": [s.to_dict() for s in steps]})
     else:
         render.job_detail(job)
+        _print_steps(steps)
 
 
 @cli.command()
@@ -548,6 +573,102 @@ def batches_show(batch_id: int, db: str, as_json: bool) -> None:
         ("completed", render.when(status.completed_at)),
     ):
         render.console.print(f"  {label:>9}: {value}", highlight=False, markup=False)
+
+
+# -- results, retention and steps --
+
+
+def _retention_option(items: tuple[str, ...]) -> dict[str, float | str | None] | None:
+    """``--retain STATE=AGE`` values as a worker's ``retention`` (AGE ``forever``: keep)."""
+    if not items:
+        return None
+    out: dict[str, float | str | None] = {}
+    for item in items:
+        state, sep, age = item.partition("=")
+        if not sep or not state or not age:
+            fail(f"--retain takes STATE=AGE (e.g. succeeded=7d), not {item!r}", EXIT_USAGE)
+        out[state.strip()] = None if age.strip().lower() in ("forever", "never") else age
+    return out
+
+
+def _print_running(running: list[dict[str, Any]]) -> None:
+    if not running:
+        return
+    render.console.print(f"running jobs (newest {len(running)}):")
+    for r in running:
+        p = r.get("progress") or {}
+        shown = f"{100 * float(p.get('fraction', 0)):.0f}% {p.get('message', '')}" if p else "-"
+        render.console.print(
+            f"  {r['id']} {r['queue']}/{r['task']} attempt {r['attempt']}: {shown}",
+            highlight=False,
+            markup=False,
+        )
+
+
+def _print_steps(steps: list[Any]) -> None:
+    for s in steps:
+        render.console.print(
+            f"  step {s.name!r} (attempt {s.attempt}, {render.when(s.created_at)}): "
+            f"{s.result[:200]}",
+            highlight=False,
+            markup=False,
+        )
+
+
+@cli.command()
+@db_option
+@click.option(
+    "--older-than",
+    default=None,
+    metavar="AGE",
+    help="Delete finished jobs older than AGE (90s, 15m, 12h, 7d, 2w). Default: the "
+    "retention defaults (succeeded 7d; failed, cancelled, expired 30d).",
+)
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice(["succeeded", "failed", "cancelled", "expired"]),
+    help="Only this finished state (repeatable; default: all four).",
+)
+@click.option("--queue", default=None, help="Only this queue (default: every queue).")
+@click.option(
+    "--chunk",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Rows deleted per transaction.",
+)
+@json_option
+def prune(
+    db: str,
+    older_than: str | None,
+    states: tuple[str, ...],
+    queue: str | None,
+    chunk: int,
+    as_json: bool,
+) -> None:
+    """Delete finished jobs (succeeded, failed, cancelled, expired) by age, with their steps.
+    Queued, scheduled and running jobs are never deleted."""
+    try:
+        deleted = open_existing(db).prune(
+            older_than, states=list(states) or None, queue=queue, chunk=chunk
+        )
+    except DurqError as exc:
+        fail(str(exc))
+    if as_json:
+        render.print_json(
+            {
+                "deleted": deleted,
+                "older_than": older_than,
+                "states": list(states) or None,
+                "queue": queue,
+            }
+        )
+    else:
+        age = f"older than {older_than}" if older_than else "past the default retention"
+        where = f" of queue {queue!r}" if queue else ""
+        click.echo(f"deleted {deleted} finished job(s){where} {age}")
 
 
 def main() -> None:

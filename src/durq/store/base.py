@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from durq.alerts import Alert
     from durq.pause import QueuePause
 
+from durq.steps import StepRecord
+
 
 @dataclass(frozen=True, slots=True)
 class NewJob:
@@ -210,6 +212,37 @@ class Store(Protocol):
 
     def get_batch(self, batch_id: int) -> BatchRecord | None:
         """The batch row with its members counted by state, or None."""
+
+    # -- steps and retention --
+
+    def step_state(self, job_id: int, token: int, name: str) -> tuple[str | None, bool]:
+        """(the step's stored result as JSON text or None, whether ``token`` holds the
+        job's lease), in one read."""
+        ...
+
+    def save_step(self, job_id: int, token: int, name: str, result: str) -> bool:
+        """Record a step's JSON ``result`` under ``(job_id, name)`` if ``token`` still holds
+        the lease of the running job; False otherwise, or when ``name`` is already recorded
+        (the first row is kept)."""
+        ...
+
+    def list_steps(self, job_id: int) -> list[StepRecord]:
+        """A job's recorded steps, oldest first."""
+        ...
+
+    def clear_steps(self, job_id: int) -> int:
+        """Delete a job's steps unless the job is running; the count deleted."""
+        ...
+
+    def prune_jobs(self, state: str, older_than: float, queue: str | None, limit: int) -> int:
+        """Delete at most ``limit`` jobs whose stored state is the terminal ``state`` and
+        whose ``finished_at`` is more than ``older_than`` seconds before the store's clock
+        (of ``queue`` when given), with their steps, in one transaction; the count deleted.
+        Never deletes a job that is not succeeded, failed, cancelled or expired."""
+        ...
+
+    def running_jobs(self, limit: int) -> list[JobRecord]:
+        """Up to ``limit`` running jobs, newest first (status shows their progress)."""
         ...
 
 

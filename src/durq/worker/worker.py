@@ -11,7 +11,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ from durq.model import AttemptError, Claimed, Outcome
 from durq.observability import events
 from durq.store.base import WorkerInfo
 from durq.worker.executor import Executor
+from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from durq.worker.runners import AsyncRunner, ThreadRunner
 from durq.worker.services import Claimer, Heartbeat, Reaper, Timeouts, error_json
 from durq.worker.state import Attempt, InFlight
@@ -55,6 +56,11 @@ class Worker:
             idle (default 0.001: a job enqueued by another process starts within ~1 ms).
         idle_claim_interval: seconds between claims when nothing changed (due jobs).
         reap_interval: seconds between reaper passes (default: half the lease, at most 5).
+        retention: per-state retention for the pruner, ``{state: seconds | None}`` over
+            the defaults (succeeded 7 days; failed, cancelled, expired 30 days); None keeps
+            a state for ever. See :mod:`durq.retention`.
+        prune_interval: seconds between pruner passes (default 300); None or 0 turns the
+            pruner off.
 
     Raises:
         ConfigError: a bad option, or no registered tasks.
@@ -74,6 +80,8 @@ class Worker:
         poll_interval: float = 0.001,
         idle_claim_interval: float = 0.25,
         reap_interval: float | None = None,
+        retention: Mapping[str, float | str | None] | None = None,
+        prune_interval: float | None = DEFAULT_PRUNE_INTERVAL,
     ) -> None:
         if not app.tasks:
             raise ConfigError("the app has no registered tasks; nothing to run")
@@ -103,6 +111,7 @@ class Worker:
         self.heartbeat = Heartbeat(self)
         self.reaper = Reaper(self)
         self.timeouts = Timeouts(self)
+        self.pruner = Pruner.configure(self, retention, prune_interval)
         self._threads: ThreadRunner | None = None
         self._async = AsyncRunner()
         self._stop_requested = threading.Event()
@@ -142,6 +151,8 @@ class Worker:
             service.start()
         if any(t.timeout is not None for t in self.app.tasks.values()):
             self.timeouts.start()
+        if self.pruner is not None:
+            self.pruner.start()
         self._started = True
         events.emit(
             events.WORKER_STARTED,
@@ -245,6 +256,8 @@ class Worker:
             self._release(attempt)
         self.heartbeat.stop()
         self.reaper.stop()
+        if self.pruner is not None:
+            self.pruner.stop()
         try:
             self.app.store.unregister_worker(self.id)
         except Exception as exc:  # noqa: BLE001 - best effort; the row ages out
@@ -294,6 +307,7 @@ class Worker:
             job.max_attempts,
             job.lease_token,
             self.app.store.set_progress,
+            _steps=self.app.store,
         )
         deadline = None
         if task is not None and task.timeout is not None:

@@ -1,0 +1,117 @@
+"""Steps: durable execution inside one job (DESIGN §6).
+
+``ctx.step(name, fn, *args, **kwargs)`` runs ``fn`` once per job: its result is stored as
+JSON under ``(job_id, name)`` in the ``steps`` table of the job's own database, and a later
+attempt of the same job (a retry, a job recovered after its worker died, ``dq.retry()``)
+gets the stored result back without calling ``fn``. The write is fenced by the attempt's
+lease token, like every other write a running job makes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from durq.errors import ConfigError, DurqError, LeaseLost, PayloadError, StepResultError
+from durq.payload import DEFAULT_PAYLOAD_LIMIT, decode, encode
+
+if TYPE_CHECKING:
+    from durq.context import JobContext
+
+#: The longest step name accepted, in characters.
+MAX_STEP_NAME = 200
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One recorded step of a job.
+
+    Attributes:
+        name: the step's name (unique per job).
+        result: its result as stored (JSON text).
+        attempt: the attempt number that recorded it.
+        created_at: when it was recorded, seconds since the epoch (store clock).
+    """
+
+    name: str
+    result: str
+    attempt: int
+    created_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "result": decode(self.result),
+            "attempt": self.attempt,
+            "created_at": self.created_at,
+        }
+
+
+class StepStore(Protocol):
+    """The part of the store that steps use (both backends implement it)."""
+
+    def step_state(self, job_id: int, token: int, name: str) -> tuple[str | None, bool]: ...
+
+    def save_step(self, job_id: int, token: int, name: str, result: str) -> bool: ...
+
+
+def check_name(name: object) -> str:
+    """Validate a step name.
+
+    Raises:
+        ConfigError: not a non-empty str of at most :data:`MAX_STEP_NAME` characters.
+    """
+    if not isinstance(name, str) or not name or len(name) > MAX_STEP_NAME:
+        raise ConfigError(
+            f"a step name must be a non-empty str of at most {MAX_STEP_NAME} characters, "
+            f"not {name!r}"
+        )
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"a step name must be valid Unicode text: {name!r}") from None
+    return name
+
+
+def run_step(
+    ctx: JobContext,
+    store: StepStore | None,
+    name: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """The body of :meth:`durq.JobContext.step` (see there for the contract)."""
+    check_name(name)
+    if store is None:
+        raise DurqError("ctx.step() needs a context made by a durq worker (it has no store)")
+    if not callable(fn):
+        raise ConfigError(f"step {name!r}: fn must be callable, not {fn!r}")
+    stored, held = store.step_state(ctx.job_id, ctx.lease_token, name)
+    if stored is not None:
+        return decode(stored)
+    if not held:
+        ctx.mark_lease_lost()
+        raise LeaseLost(
+            f"job {ctx.job_id} attempt {ctx.attempt}: lease lost before step {name!r}; "
+            "it was not run"
+        )
+    value = fn(*args, **kwargs)
+    try:
+        body = encode(value, what=f"step {name!r} result", limit=DEFAULT_PAYLOAD_LIMIT)
+    except PayloadError as exc:
+        raise StepResultError(
+            f"job {ctx.job_id}: {exc}; the step's function ran but its result was not "
+            "recorded (a later attempt would run it again)"
+        ) from exc
+    if store.save_step(ctx.job_id, ctx.lease_token, name, body):
+        return decode(body)  # the JSON round trip: the same value a later attempt gets
+    stored, held = store.step_state(ctx.job_id, ctx.lease_token, name)
+    if held and stored is not None:
+        return decode(stored)  # the same name recorded first by another thread of this attempt
+    ctx.mark_lease_lost()
+    raise LeaseLost(
+        f"job {ctx.job_id} attempt {ctx.attempt}: lease lost while step {name!r} ran; "
+        "its function ran but its result was not recorded"
+    )

@@ -1,0 +1,100 @@
+"""The pruner: the worker's retention service (DESIGN §2: terminal rows are pruned by a
+retention policy). Leader-only, like the reaper: on PostgreSQL one process prunes (with a
+stand-in when the leader's stamp goes stale, harmless since each delete is conditional);
+on SQLite every worker may, each chunk being its own short write transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from durq.errors import ConfigError
+from durq.observability import events
+from durq.retention import DEFAULT_CHUNK, prune, worker_policy
+from durq.worker.service import Service
+from durq.worker.services import passing
+
+if TYPE_CHECKING:
+    from durq.worker.worker import Worker
+
+#: Event logged after a pass that deleted anything: ``{"deleted": n, "states": {...}}``.
+JOBS_PRUNED = "jobs_pruned"
+
+#: Seconds between passes by default, and before the first one (so that a worker's start
+#: is not slowed, and a crash loop does not prune in a loop).
+DEFAULT_PRUNE_INTERVAL = 300.0
+FIRST_PASS_AFTER = 5.0
+
+
+class Pruner(Service):
+    """Deletes finished jobs past their state's retention every ``interval`` seconds.
+
+    Args:
+        worker: the worker it belongs to.
+        retention: state -> seconds (or None: keep for ever), applied over
+            :data:`durq.retention.DEFAULT_RETENTION` (succeeded 7 days, failed, cancelled
+            and expired 30 days).
+        interval: seconds between passes (> 0).
+        chunk: rows deleted per transaction.
+
+    Raises:
+        ConfigError: a bad state, age, interval or chunk.
+    """
+
+    name = "pruner"
+
+    def __init__(
+        self,
+        worker: Worker,
+        retention: Mapping[str, float | str | None] | None = None,
+        interval: float = DEFAULT_PRUNE_INTERVAL,
+        chunk: int = DEFAULT_CHUNK,
+    ) -> None:
+        super().__init__(worker)
+        if not (isinstance(interval, int | float) and interval > 0):
+            raise ConfigError(f"prune_interval must be > 0 seconds, not {interval!r}")
+        self.worker = worker
+        self.ages = worker_policy(retention)
+        self.interval = float(interval)
+        self.chunk = chunk
+        self.last: dict[str, int] | None = None
+
+    @classmethod
+    def configure(
+        cls,
+        worker: Worker,
+        retention: Mapping[str, float | str | None] | None,
+        interval: float | None,
+    ) -> Pruner | None:
+        """The worker's hook: a Pruner, or None when pruning is off (``interval`` None or
+        0, or a retention that keeps every state)."""
+        if interval is None or interval == 0:
+            return None
+        pruner = cls(worker, retention, interval)
+        return pruner if pruner.ages else None
+
+    def run(self) -> None:
+        wait = min(FIRST_PASS_AFTER, self.interval)
+        while not self.sleep(wait):
+            wait = self.interval
+            try:
+                self.prune_once()
+            except Exception as exc:
+                if not passing(exc):
+                    raise
+                events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
+
+    def prune_once(self) -> dict[str, int] | None:
+        """One pass, if this process leads now; the counts per state, or None."""
+        w = self.worker
+        store = w.app.store
+        if not store.lead("maintenance", stale_after=max(3 * w.reap_interval, 1.0)):
+            return None
+        counts = prune(store, self.ages, None, self.chunk)
+        self.last = counts
+        deleted = sum(counts.values())
+        if deleted:
+            events.emit(JOBS_PRUNED, deleted=deleted, states=counts)
+        return counts
