@@ -23,6 +23,7 @@ from durq.observability import events
 from durq.store.base import WorkerInfo
 from durq.worker.executor import Executor
 from durq.worker.runners import AsyncRunner, ThreadRunner
+from durq.worker.scheduler import Scheduler
 from durq.worker.services import Claimer, Heartbeat, Reaper, Timeouts, error_json
 from durq.worker.state import Attempt, InFlight
 
@@ -103,6 +104,7 @@ class Worker:
         self.heartbeat = Heartbeat(self)
         self.reaper = Reaper(self)
         self.timeouts = Timeouts(self)
+        self.scheduler = Scheduler(self)  # periodic jobs; started only when the app has some
         self._threads: ThreadRunner | None = None
         self._async = AsyncRunner()
         self._stop_requested = threading.Event()
@@ -142,6 +144,8 @@ class Worker:
             service.start()
         if any(t.timeout is not None for t in self.app.tasks.values()):
             self.timeouts.start()
+        if self.app.periodics:
+            self.scheduler.start()
         self._started = True
         events.emit(
             events.WORKER_STARTED,
@@ -245,6 +249,7 @@ class Worker:
             self._release(attempt)
         self.heartbeat.stop()
         self.reaper.stop()
+        self.scheduler.stop()
         try:
             self.app.store.unregister_worker(self.id)
         except Exception as exc:  # noqa: BLE001 - best effort; the row ages out

@@ -20,6 +20,7 @@ from durq.errors import StoreError
 from durq.failpoints import hit
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
 from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
+from durq.store.postgres import periodic as pq
 from durq.store.postgres import queries as q
 from durq.store.postgres.connection import (
     NOTIFY_CHANNEL,
@@ -486,3 +487,36 @@ class PostgresStore(Shortcuts):
                 self._leader = None
                 self._leads = False
                 return False
+
+    # -- periodic --
+
+    def _periodic_sql(self, name: str) -> Any:
+        cache: dict[str, Any] = self.__dict__.setdefault("_periodic_rendered", {})
+        if name not in cache:
+            cache[name] = render(getattr(pq, name), self.options.schema)
+        return cache[name]
+
+    def periodic_slots(self) -> dict[str, tuple[float, int | None]]:
+        with self._tx(transaction=False) as conn:
+            rows = conn.execute(self._periodic_sql("SELECT_SLOTS")).fetchall()
+        return {r[0]: (float(r[1]), None if r[2] is None else int(r[2])) for r in rows}
+
+    def periodic_anchor(self, names: Sequence[str], at: float) -> None:
+        if not names:
+            return
+        params = {"at": self._at(), "at_slot": float(at), "names": list(names)}
+        with self._tx(transaction=False) as conn:
+            conn.execute(self._periodic_sql("ANCHOR"), params)
+
+    def enqueue_periodic(self, name: str, slot: float, job: NewJob) -> Inserted | None:
+        params = {"at": self._at(), "name": name, "slot": float(slot)}
+        with self._tx() as conn:
+            if conn.execute(self._periodic_sql("ADVANCE"), params).fetchone() is None:
+                return None
+            (inserted,) = self._enqueue_on(conn, [job])
+            hit("periodic_tx")
+            conn.execute(
+                self._periodic_sql("SET_JOB"),
+                {"name": name, "slot": float(slot), "job_id": inserted.id},
+            )
+        return inserted

@@ -15,6 +15,7 @@ from durq.errors import ConfigError, StoreError
 from durq.failpoints import hit
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
 from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
+from durq.store.sqlite import periodic as pq
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.connection import (
     SqliteOptions,
@@ -458,3 +459,28 @@ class SqliteStore(Shortcuts):
             raise translate(exc, self.path) from exc
         seen, self._data_version = self._data_version, version
         return seen is None or seen != version
+
+    # -- periodic --
+
+    def periodic_slots(self) -> dict[str, tuple[float, int | None]]:
+        rows = self._read(pq.SELECT_SLOTS)
+        return {r[0]: (float(r[1]), None if r[2] is None else int(r[2])) for r in rows}
+
+    def periodic_anchor(self, names: Sequence[str], at: float) -> None:
+        if not names:
+            return
+        conn = self._conn()
+        with self._write():
+            now = self.now()
+            conn.executemany(pq.ANCHOR, [{"name": n, "at": at, "now": now} for n in names])
+
+    def enqueue_periodic(self, name: str, slot: float, job: NewJob) -> Inserted | None:
+        conn = self._conn()
+        with self._write():
+            params: dict[str, Any] = {"name": name, "slot": slot, "now": self.now()}
+            if conn.execute(pq.ADVANCE, params).fetchone() is None:
+                return None
+            (inserted,) = self._insert(conn, [job], explicit_ids=True)
+            hit("periodic_tx")
+            conn.execute(pq.SET_JOB, {"name": name, "slot": slot, "job_id": inserted.id})
+        return inserted
