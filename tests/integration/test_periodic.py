@@ -18,9 +18,12 @@ ARGS = ("--lease", "2", "--grace", "5")
 
 
 def periodic_jobs(url: str) -> list[durq.Job]:
+    """The schedule's jobs (none while the first worker has not created the schema yet)."""
     dq = durq.Durq(url, migrate=False)
     try:
         return dq.jobs(task="every_second", limit=100_000)
+    except durq.StoreError:
+        return []
     finally:
         dq.close()
 
@@ -95,3 +98,36 @@ def test_two_workers_at_once_and_a_kill_restart_fire_each_slot_once(
             restarted.stop()
     slots = assert_each_slot_once(url)
     assert len(slots) >= 8
+
+
+def test_periodic_list_shows_last_and_next_slot(url: str, tmp_path: Path) -> None:
+    """`durq periodic list --app MODULE` after a worker ran the schedule for a while."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.procs import ROOT
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "durq", "periodic", "list", "--app", APP, *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "DURQ_URL": url, "PYTHONPATH": str(ROOT)},
+            timeout=60,
+        )
+
+    with workers(dict(app=APP, url=url, log=tmp_path / "w.log", args=ARGS)) as (w,):
+        wait_for(lambda: len(periodic_jobs(url)) >= 2, 30, what="two slots")
+        w.signal(signal.SIGTERM)
+        assert w.wait(30) == 0
+    out = cli("--json")
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)
+    latest = max(j.meta["slot"] for j in periodic_jobs(url))
+    assert (row["name"], row["cron"], row["tz"]) == ("every_second", "* * * * * *", "UTC")
+    assert row["last_slot"] == latest and row["next_slot"] > latest
+    table = cli()
+    assert table.returncode == 0 and "every_second" in table.stdout
