@@ -671,6 +671,70 @@ def prune(
         click.echo(f"deleted {deleted} finished job(s){where} {age}")
 
 
+@cli.group()
+def periodic() -> None:
+    """Periodic schedules (@dq.periodic): what they are and where they stand."""
+
+
+@periodic.command("list")
+@click.option(
+    "--app",
+    "app_spec",
+    required=True,
+    metavar="MODULE:ATTR",
+    help="The app whose schedules to list (MODULE alone means MODULE:dq).",
+)
+@click.option("--db", envvar="DURQ_URL", default=None, help="Override the app's database URL.")
+@json_option
+def periodic_list(app_spec: str, db: str | None, as_json: bool) -> None:
+    """Each schedule of the app: name, task, cron, time zone, last slot enqueued, next slot."""
+    from datetime import datetime
+
+    from rich.table import Table
+
+    app = load_app(app_spec, db)
+    try:
+        reader = open_existing(app.url)
+        try:
+            stored = reader.store.periodic_slots()
+            now = reader.store.now()
+        finally:
+            reader.close()
+    except DurqError as exc:
+        fail(str(exc))
+    rows: list[dict[str, Any]] = []
+    table = Table()
+    for col in ("name", "task", "cron", "tz", "last slot", "job", "next slot"):
+        table.add_column(col)
+    for p in app.periodics.values():
+        last, job_id = stored.get(p.name, (None, None))
+        upcoming = p.next_slot(max(now, last or now))
+        last_local = None if last is None else datetime.fromtimestamp(last, p.tzinfo).isoformat()
+        next_local = datetime.fromtimestamp(upcoming, p.tzinfo).isoformat()
+        rows.append(
+            {
+                "name": p.name,
+                "task": p.task,
+                "cron": p.cron,
+                "tz": p.tz,
+                "queue": p.queue,
+                "catch_up": p.catch_up,
+                "last_slot": last,
+                "last_slot_local": last_local,
+                "last_job_id": job_id,
+                "next_slot": upcoming,
+                "next_slot_local": next_local,
+            }
+        )
+        table.add_row(
+            p.name, p.task, p.cron, p.tz, last_local or "-", str(job_id or "-"), next_local
+        )
+    if as_json:
+        render.print_json(rows)
+        return
+    render.console.print(table)
+
+
 def main() -> None:
     """Console-script entry point."""
     try:

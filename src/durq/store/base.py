@@ -243,6 +243,26 @@ class Store(Protocol):
 
     def running_jobs(self, limit: int) -> list[JobRecord]:
         """Up to ``limit`` running jobs, newest first (status shows their progress)."""
+
+    # -- periodic --
+
+    def periodic_slots(self) -> dict[str, tuple[float, int | None]]:
+        """Per periodic schedule name: (last slot enqueued, its job id or None) as stored."""
+        ...
+
+    def periodic_anchor(self, names: Sequence[str], at: float) -> None:
+        """Start the schedules ``names`` that have no row yet at slot time ``at`` (epoch
+        seconds): slots at or before it are never enqueued. Existing rows are left alone."""
+        ...
+
+    def enqueue_periodic(self, name: str, slot: float, job: NewJob) -> Inserted | None:
+        """In one transaction: advance ``name``'s last slot to ``slot`` if it is later than
+        the stored one, and enqueue ``job`` (which carries the slot's idempotency key).
+
+        Returns the insert (``created`` False when a job with that key already existed), or
+        None when the stored last slot is already at or past ``slot`` (another scheduler
+        enqueued it, or a later one): nothing was written.
+        """
         ...
 
 

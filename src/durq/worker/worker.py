@@ -24,6 +24,7 @@ from durq.store.base import WorkerInfo
 from durq.worker.executor import Executor
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from durq.worker.runners import AsyncRunner, ThreadRunner
+from durq.worker.scheduler import Scheduler
 from durq.worker.services import Claimer, Heartbeat, Reaper, Timeouts, error_json
 from durq.worker.state import Attempt, InFlight
 
@@ -112,6 +113,8 @@ class Worker:
         self.reaper = Reaper(self)
         self.timeouts = Timeouts(self)
         self.pruner = Pruner.configure(self, retention, prune_interval)
+
+        self.scheduler = Scheduler(self)  # periodic jobs; started only when the app has some
         self._threads: ThreadRunner | None = None
         self._async = AsyncRunner()
         self._stop_requested = threading.Event()
@@ -153,6 +156,9 @@ class Worker:
             self.timeouts.start()
         if self.pruner is not None:
             self.pruner.start()
+
+        if self.app.periodics:
+            self.scheduler.start()
         self._started = True
         events.emit(
             events.WORKER_STARTED,
@@ -258,6 +264,8 @@ class Worker:
         self.reaper.stop()
         if self.pruner is not None:
             self.pruner.stop()
+
+        self.scheduler.stop()
         try:
             self.app.store.unregister_worker(self.id)
         except Exception as exc:  # noqa: BLE001 - best effort; the row ages out

@@ -25,6 +25,7 @@ from durq.steps import StepRecord
 from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
 from durq.store.batches import BatchRecord, NewBatch
 from durq.store.postgres import pause_queries as pq
+from durq.store.postgres import periodic as per
 from durq.store.postgres import queries as q
 from durq.store.postgres import steps as steps_sql
 from durq.store.postgres.batches import Batches
@@ -672,3 +673,36 @@ class PostgresStore(Shortcuts):
         with self._tx(transaction=False) as conn:
             rows = conn.execute(self._steps_sql("RUNNING_JOBS"), {"limit": int(limit)}).fetchall()
         return [JobRecord(*r) for r in rows]
+
+    # -- periodic --
+
+    def _periodic_sql(self, name: str) -> Any:
+        cache: dict[str, Any] = self.__dict__.setdefault("_periodic_rendered", {})
+        if name not in cache:
+            cache[name] = render(getattr(per, name), self.options.schema)
+        return cache[name]
+
+    def periodic_slots(self) -> dict[str, tuple[float, int | None]]:
+        with self._tx(transaction=False) as conn:
+            rows = conn.execute(self._periodic_sql("SELECT_SLOTS")).fetchall()
+        return {r[0]: (float(r[1]), None if r[2] is None else int(r[2])) for r in rows}
+
+    def periodic_anchor(self, names: Sequence[str], at: float) -> None:
+        if not names:
+            return
+        params = {"at": self._at(), "at_slot": float(at), "names": list(names)}
+        with self._tx(transaction=False) as conn:
+            conn.execute(self._periodic_sql("ANCHOR"), params)
+
+    def enqueue_periodic(self, name: str, slot: float, job: NewJob) -> Inserted | None:
+        params = {"at": self._at(), "name": name, "slot": float(slot)}
+        with self._tx() as conn:
+            if conn.execute(self._periodic_sql("ADVANCE"), params).fetchone() is None:
+                return None
+            (inserted,) = self._enqueue_on(conn, [job])
+            hit("periodic_tx")
+            conn.execute(
+                self._periodic_sql("SET_JOB"),
+                {"name": name, "slot": float(slot), "job_id": inserted.id},
+            )
+        return inserted

@@ -21,6 +21,7 @@ from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
 from durq.store.batches import BatchRecord, NewBatch
 from durq.store.sqlite import batches as sb
 from durq.store.sqlite import pause_queries as pq
+from durq.store.sqlite import periodic as per
 from durq.store.sqlite import queries as q
 from durq.store.sqlite import steps as s
 from durq.store.sqlite.connection import (
@@ -633,3 +634,28 @@ class SqliteStore(Shortcuts):
     def running_jobs(self, limit: int) -> list[JobRecord]:
         """Up to ``limit`` running jobs, newest first (for status: their progress)."""
         return [JobRecord(*r) for r in self._read(s.RUNNING_JOBS, {"limit": int(limit)})]
+
+    # -- periodic --
+
+    def periodic_slots(self) -> dict[str, tuple[float, int | None]]:
+        rows = self._read(per.SELECT_SLOTS)
+        return {r[0]: (float(r[1]), None if r[2] is None else int(r[2])) for r in rows}
+
+    def periodic_anchor(self, names: Sequence[str], at: float) -> None:
+        if not names:
+            return
+        conn = self._conn()
+        with self._write():
+            now = self.now()
+            conn.executemany(per.ANCHOR, [{"name": n, "at": at, "now": now} for n in names])
+
+    def enqueue_periodic(self, name: str, slot: float, job: NewJob) -> Inserted | None:
+        conn = self._conn()
+        with self._write():
+            params: dict[str, Any] = {"name": name, "slot": slot, "now": self.now()}
+            if conn.execute(per.ADVANCE, params).fetchone() is None:
+                return None
+            (inserted,) = self._insert(conn, [job], explicit_ids=True)
+            hit("periodic_tx")
+            conn.execute(per.SET_JOB, {"name": name, "slot": slot, "job_id": inserted.id})
+        return inserted
