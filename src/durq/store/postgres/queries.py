@@ -179,7 +179,8 @@ RETURNING id, state
 RETRY = """
 UPDATE {s}.jobs
 SET state = 'queued', attempts = 0, shutdown_requeues = 0, run_at = {s}.epoch(%(at)s),
-    finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+    finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL,
+    deadline = CASE WHEN deadline <= {s}.epoch(%(at)s) THEN NULL ELSE deadline END  -- else it re-expires
 WHERE id = %(id)s AND state IN ('failed', 'cancelled', 'expired')
 """
 

@@ -156,7 +156,8 @@ RETURNING id, state
 RETRY = """
 UPDATE jobs
 SET state = 'queued', attempts = 0, shutdown_requeues = 0, run_at = :now, finished_at = NULL,
-    result = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+    result = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL,
+    deadline = CASE WHEN deadline <= :now THEN NULL ELSE deadline END  -- else it re-expires
 WHERE id = :id AND state IN ('failed', 'cancelled', 'expired')
 """
 
