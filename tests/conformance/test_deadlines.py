@@ -158,7 +158,7 @@ def test_bad_deadline_options_are_refused(app: durq.Durq) -> None:
     with pytest.raises(durq.ConfigError, match="not both"):
         g.options(deadline=2_000_000_000, deadline_in=5).enqueue(n=1)
     with pytest.raises(durq.ConfigError, match="timezone-aware"):
-        g.options(deadline=datetime(2030, 1, 1)).enqueue(n=1)  # noqa: DTZ001
+        g.options(deadline=datetime(2030, 1, 1)).enqueue(n=1)
     for bad in (-1, 0, float("nan"), "5"):
         with pytest.raises(durq.ConfigError):
             g.options(notice_after=bad).enqueue(n=1)

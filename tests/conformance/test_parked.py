@@ -89,7 +89,7 @@ def test_two_threads_racing_adopt_and_cancel_have_exactly_one_winner_per_job(
                     won[name].add(job_id)
                 except durq.JobGone:
                     gone[name].add(job_id)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
             barrier.abort()
 
