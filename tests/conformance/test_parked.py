@@ -165,3 +165,11 @@ def test_parked_jobs_are_written_in_the_callers_transaction(app: durq.Durq) -> N
     many = w.enqueue_many([{"n": 1}, {"n": 2}], keys=["k2", None])
     assert [app.get(j.id).state for j in many] == ["parked", "parked"]
     assert json.loads(json.dumps(app.get(first.id).to_dict()))["state"] == "parked"
+
+
+def test_status_counts_parked_jobs(app: durq.Durq) -> None:
+    register(app)
+    app.tasks["work"].options(park=True).enqueue_many([{"n": 1}, {"n": 2}])
+    app.tasks["work"].enqueue(n=3)
+    counts = app.status()["queues"]["default"]["counts"]
+    assert (counts["parked"], counts["queued"]) == (2, 1)

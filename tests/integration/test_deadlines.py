@@ -99,3 +99,40 @@ def test_hooks_enqueued_while_no_worker_runs_are_not_lost(url: str, tmp_path: Pa
     finally:
         proc.stop()
         clock_app.close()
+
+
+def test_cli_lists_parked_jobs_adopts_them_and_shows_deadlines(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.procs import ROOT
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "durq", *args, "--db", str(tmp_path / "jobs.db")],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=dict(os.environ),
+            timeout=60,
+        )
+
+    dq = durq.Durq(f"sqlite:///{tmp_path / 'jobs.db'}")
+    parked = dq.enqueue("generate", {"seconds": 0}, park=True, deadline_in=900, notice_after=300)
+    other = dq.enqueue("generate", {"seconds": 0}, park=True)
+    dq.cancel(other.id)
+    dq.close()
+    out = run("jobs", "list", "--state", "parked", "--json")
+    assert out.returncode == 0, out.stderr
+    assert [j["id"] for j in json.loads(out.stdout)] == [parked.id]
+    shown = json.loads(run("jobs", "show", str(parked.id), "--json").stdout)
+    assert shown["deadline"] == parked.deadline and shown["notice_at"] == parked.notice_at
+    text = run("jobs", "show", str(parked.id)).stdout
+    assert "deadline" in text and "notice at" in text
+    out = run("adopt", str(parked.id), str(other.id), "--json")
+    assert out.returncode == 1  # the cancelled one is gone
+    results = json.loads(out.stdout)
+    assert results[0] == {"id": parked.id, "ok": True, "state": "queued"}
+    assert results[1]["ok"] is False and "cancelled" in results[1]["error"]

@@ -214,6 +214,8 @@ UNION ALL
 SELECT queue, 'running', 0, 0, count(*) FROM {s}.jobs WHERE state = 'running' GROUP BY queue
 UNION ALL
 SELECT queue, state, 0, 0, count(*) FROM {s}.jobs WHERE finished_at IS NOT NULL GROUP BY state, queue
+UNION ALL
+SELECT queue, 'parked', 0, 0, count(*) FROM {s}.jobs WHERE state = 'parked' GROUP BY queue
 """
 
 OLDEST_READY = """

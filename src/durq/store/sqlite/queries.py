@@ -191,6 +191,8 @@ SELECT queue, 'running', 0, 0, count(*) FROM jobs WHERE state = 'running' GROUP 
 UNION ALL
 SELECT queue, state, 0, 0, count(*) FROM jobs INDEXED BY jobs_finished
 WHERE finished_at IS NOT NULL GROUP BY state, queue
+UNION ALL
+SELECT queue, 'parked', 0, 0, count(*) FROM jobs WHERE state = 'parked' GROUP BY queue
 """
 
 OLDEST_READY = """
