@@ -8,6 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar, overload
 
@@ -30,7 +31,7 @@ from durq.errors import (
     UnknownTask,
 )
 from durq.job import Job
-from durq.model import JobRecord
+from durq.model import JobRecord, SweepSummary
 from durq.observability import events
 from durq.pause import QueuePause
 from durq.payload import DEFAULT_PAYLOAD_LIMIT, check_structure, encode, encode_payload
@@ -178,6 +179,10 @@ class Durq:
         timeout: float | None = None,
         priority: int = 0,
         classify: Rule | Classifier | Sequence[Rule | Classifier] | None = None,
+        deadline_in: float | None = None,
+        notice_after: float | None = None,
+        on_expire: Callable[[Job], Any] | None = None,
+        on_slow: Callable[[Job], Any] | None = None,
     ) -> Callable[[Callable[..., Any]], Task[Any, Any]]: ...
 
     def task(
@@ -191,6 +196,10 @@ class Durq:
         timeout: float | None = None,
         priority: int = 0,
         classify: Rule | Classifier | Sequence[Rule | Classifier] | None = None,
+        deadline_in: float | None = None,
+        notice_after: float | None = None,
+        on_expire: Callable[[Job], Any] | None = None,
+        on_slow: Callable[[Job], Any] | None = None,
     ) -> Task[Any, Any] | Callable[[Callable[..., Any]], Task[Any, Any]]:
         """Register a function (``def`` or ``async def``) as a task.
 
@@ -209,6 +218,15 @@ class Durq:
                 (async tasks are cancelled; a thread's late result is discarded).
             priority: default priority; lower numbers run first.
             classify: rule(s) deciding transient vs permanent for this task's errors.
+            deadline_in: default seconds after a job's creation (``created_at``) after which
+                it expires if not finished (docs/features/deadlines.md); None: no deadline.
+            notice_after: default seconds after a job's creation after which ``on_slow``
+                runs once if the job is not finished yet.
+            on_expire: ``fn(job: durq.Job) -> None`` (or ``async def``), run once, as a hook
+                job on the job's queue, after a job of this task expired (deadline or park
+                TTL passed); ``job`` is the expired job as stored.
+            on_slow: ``fn(job: durq.Job) -> None``, run once after a job passed
+                ``notice_after`` unfinished (not if its deadline passed first).
 
         Raises:
             ConfigError: a bad option, or another function already registered as ``name``.
@@ -242,6 +260,7 @@ class Durq:
                 timeout=timeout,
                 priority=int(priority),
                 rules=rules,
+                **self._deadline_defaults(deadline_in, notice_after, on_expire, on_slow),
             )
             self.tasks[task_name] = registered
             return registered
@@ -278,6 +297,11 @@ class Durq:
         max_attempts: int | None = None,
         meta: Mapping[str, Any] | None = None,
         connection: Any = None,
+        park: bool = False,
+        park_ttl: float | None = None,
+        deadline: float | datetime | None = None,
+        deadline_in: float | None = None,
+        notice_after: float | None = None,
     ) -> Job:
         """Store a job for ``task_name``, for producers that do not import the task.
 
@@ -300,6 +324,16 @@ class Durq:
                 ``psycopg.Connection`` for PostgreSQL, a ``sqlite3.Connection`` on the same
                 file for SQLite): the job is written inside the caller's transaction and
                 exists if and only if that transaction commits (the outbox pattern).
+            park: store the job ``parked``: it does not run until :meth:`adopt` (or ends
+                with :meth:`cancel` or its park TTL); docs/features/parked.md.
+            park_ttl: seconds after creation after which a parked job that was not adopted
+                expires (state ``expired``, ``on_expire`` runs); only with ``park=True``.
+            deadline: when the job expires if not finished: epoch seconds or a
+                timezone-aware datetime (a point in time; docs/features/deadlines.md).
+            deadline_in: the same as seconds after the job's ``created_at`` (give one of
+                ``deadline`` and ``deadline_in``; default: the task's ``deadline_in``).
+            notice_after: seconds after ``created_at`` after which ``on_slow`` runs once if
+                the job is not finished (default: the task's ``notice_after``).
 
         Raises:
             PayloadError: the payload (or meta) is not JSON-serialisable, has a non-str dict
@@ -311,7 +345,11 @@ class Durq:
             StoreReadOnly: (a StoreError) the database is read-only; nothing was written.
             StoreError: the database could not be written otherwise.
         """
-        opts = EnqueueOptions(queue, delay, run_at, priority, key, max_attempts, meta, connection)
+        opts = EnqueueOptions(
+            queue, delay, run_at, priority, key, max_attempts, meta, connection,
+            park=park, park_ttl=park_ttl, deadline=deadline, deadline_in=deadline_in,
+            notice_after=notice_after,
+        )  # fmt: skip
         return self.enqueue_with(
             task_name, {} if payload is None else payload, opts, task=self.tasks.get(task_name)
         )
@@ -400,9 +438,11 @@ class Durq:
             check_structure(meta_dict, "meta")
             meta = encode(meta_dict, what="meta", limit=self.payload_limit)
         batch_id = current_batch_id(self)  # inside `with dq.batch()`: the job joins it
-        return NewJob(
+        new = NewJob(
             queue, task_name, "", priority, run_at, max_attempts, None, meta, delay, batch_id
         )
+        extras = self._parked_deadline_fields(opts, task)
+        return replace(new, **extras) if extras else new
 
     def _with_payload(self, t: NewJob, payload: Mapping[str, Any], key: str | None) -> NewJob:
         if isinstance(payload, Mapping) and not isinstance(payload, dict):
@@ -418,6 +458,7 @@ class Durq:
         return NewJob(
             t.queue, t.task, body, t.priority, t.run_at, t.max_attempts, key, t.meta, t.delay,
             t.batch_id,
+            t.park, t.park_ttl, t.deadline, t.deadline_in, t.notice_after,
         )  # fmt: skip
 
     def _job_after_insert(self, new: NewJob, ins: Inserted, log: bool) -> Job:
@@ -435,6 +476,8 @@ class Durq:
             "queued", None, None, None, new.key, ins.created_at, None, None, None, None, "[]",
             new.meta, 0,
         )  # fmt: skip
+        if new.has_extras:
+            record = self._record_extras(record, new, ins)
         return Job(self.store, record)
 
     # -- reading and steering -------------------------------------------------------------
@@ -492,17 +535,29 @@ class Durq:
             )
         return self.get(job_id)
 
-    def cancel(self, job_id: int) -> Job:
-        """Cancel a queued, scheduled or running job.
+    def cancel(self, job_id: int, *, parked_only: bool = False) -> Job:
+        """Cancel a queued, scheduled, running or parked job.
 
         A running job's lease is revoked: its worker's outcome is fenced out and the task
         sees ``durq.context().lease_lost`` become True at the next heartbeat.
 
+        Args:
+            parked_only: cancel only while the job is still parked (the answer to
+                :meth:`adopt`: of ``adopt(id)`` and ``cancel(id, parked_only=True)`` exactly
+                one wins, whatever their order). Without it, a job adopted a moment earlier
+                is cancelled as a queued job.
+
         Raises:
             JobNotFound: no such job.
-            JobGone: the job already finished (nothing changed).
+            JobGone: the job already finished, or (``parked_only``) is no longer parked;
+                nothing changed.
         """
-        if not self.store.cancel(int(job_id)):
+        if parked_only:
+            if not self.store.cancel_parked(int(job_id)):
+                job = self.get(job_id)
+                raise JobGone(f"job {job_id} is {job.state}, no longer parked; not cancelled")
+            return self.get(job_id)
+        if not self.store.cancel(int(job_id)) and not self.store.cancel_parked(int(job_id)):
             job = self.get(job_id)
             raise JobGone(f"job {job_id} is already {job.state}; it cannot be cancelled")
         return self.get(job_id)
@@ -938,3 +993,129 @@ class Durq:
             return task
 
         return register
+
+    # -- parked / deadlines --
+
+    def adopt(self, job_id: int) -> Job:
+        """Move a parked job to the queue: it runs now (or at its ``run_at`` if that is
+        later). Of ``adopt(id)`` and ``cancel(id, parked_only=True)`` racing on one parked job
+        exactly one wins (each is one conditional UPDATE on ``state = 'parked'``); the other
+        raises :class:`durq.JobGone`.
+
+        Returns:
+            The job as stored after the change (``queued`` or ``scheduled``).
+
+        Raises:
+            JobNotFound: no such job.
+            JobGone: the job is not parked (adopted, cancelled or expired already), or its
+                park TTL or deadline has passed (the sweeper expires it); nothing changed.
+        """
+        if not self.store.adopt(int(job_id)):
+            job = self.get(job_id)
+            if job.state == "parked":
+                raise JobGone(f"job {job_id} is past its park TTL or deadline; it is expiring")
+            raise JobGone(f"job {job_id} is {job.state}, no longer parked; it cannot be adopted")
+        return self.get(job_id)
+
+    def sweep(self, limit: int = 500) -> SweepSummary:
+        """Run one deadline sweeper pass now (workers run it on the leader every
+        ``sweep_interval``); see :meth:`durq.store.base.Store.sweep` for what it does.
+
+        Args:
+            limit: at most this many jobs per step (expire, expire parked, notice).
+
+        Returns:
+            A :class:`durq.model.SweepSummary` with the expired and noticed job ids.
+
+        Raises:
+            StoreBusy, StoreError: the database could not be written.
+        """
+        from durq.deadlines import HOOK_MAX_ATTEMPTS
+
+        return self.store.sweep(HOOK_MAX_ATTEMPTS, limit)
+
+    @staticmethod
+    def _deadline_defaults(
+        deadline_in: float | None,
+        notice_after: float | None,
+        on_expire: Callable[[Job], Any] | None,
+        on_slow: Callable[[Job], Any] | None,
+    ) -> dict[str, Any]:
+        """Checked task defaults for deadlines (keyword arguments of :class:`Task`)."""
+        for what, value in (("deadline_in", deadline_in), ("notice_after", notice_after)):
+            _check_seconds(what, value)
+        for what, hook in (("on_expire", on_expire), ("on_slow", on_slow)):
+            if hook is not None and not callable(hook):
+                raise ConfigError(f"{what} must be a callable fn(job), not {hook!r}")
+        return {
+            "deadline_in": None if deadline_in is None else float(deadline_in),
+            "notice_after": None if notice_after is None else float(notice_after),
+            "on_expire": on_expire,
+            "on_slow": on_slow,
+        }
+
+    @staticmethod
+    def _parked_deadline_fields(
+        opts: EnqueueOptions, task: Task[Any, Any] | None
+    ) -> dict[str, Any]:
+        """Checked parked / deadline options of one enqueue (fields of :class:`NewJob`);
+        empty when there are none."""
+        if not isinstance(opts.park, bool):
+            raise ConfigError(f"park must be True or False, not {opts.park!r}")
+        _check_seconds("park_ttl", opts.park_ttl)
+        if opts.park_ttl is not None and not opts.park:
+            raise ConfigError("park_ttl is only for parked jobs (give park=True)")
+        _check_seconds("deadline_in", opts.deadline_in)
+        _check_seconds("notice_after", opts.notice_after)
+        if opts.deadline is not None and opts.deadline_in is not None:
+            raise ConfigError("give deadline (a point in time) or deadline_in (seconds), not both")
+        deadline: float | None = None
+        if isinstance(opts.deadline, datetime):
+            if opts.deadline.tzinfo is None:
+                raise ConfigError("deadline must be timezone-aware (or epoch seconds)")
+            deadline = opts.deadline.timestamp()
+        elif opts.deadline is not None:
+            if not (_is_number(opts.deadline) and 0 <= opts.deadline <= MAX_EPOCH):
+                raise ConfigError(
+                    f"deadline must be epoch seconds or a datetime, not {opts.deadline!r}"
+                )
+            deadline = float(opts.deadline)
+        deadline_in = opts.deadline_in
+        if deadline is None and deadline_in is None and task is not None:
+            deadline_in = task.deadline_in
+        notice_after = opts.notice_after
+        if notice_after is None and task is not None:
+            notice_after = task.notice_after
+        if not opts.park and deadline is None and deadline_in is None and notice_after is None:
+            return {}
+        return {
+            "park": opts.park,
+            "park_ttl": None if opts.park_ttl is None else float(opts.park_ttl),
+            "deadline": deadline,
+            "deadline_in": None if deadline_in is None else float(deadline_in),
+            "notice_after": None if notice_after is None else float(notice_after),
+        }
+
+    @staticmethod
+    def _record_extras(record: JobRecord, new: NewJob, ins: Inserted) -> JobRecord:
+        """The row as the store wrote it: the same arithmetic as its SET_EXTRAS statement."""
+        created = ins.created_at
+        if new.park:
+            record.state = "parked"
+        if new.park_ttl is not None:
+            record.park_expires_at = created + new.park_ttl
+        if new.deadline is not None:
+            record.deadline = new.deadline
+        elif new.deadline_in is not None:
+            record.deadline = created + new.deadline_in
+        if new.notice_after is not None:
+            record.notice_at = created + new.notice_after
+        return record
+
+
+def _check_seconds(what: str, value: object) -> None:
+    """A duration option: None, or a number of seconds above 0 and at most MAX_DELAY."""
+    if value is not None and not (_is_number(value) and 0 < value <= MAX_DELAY):  # type: ignore[operator]
+        raise ConfigError(
+            f"{what} must be a number of seconds above 0 and at most {MAX_DELAY:.0f}, not {value!r}"
+        )

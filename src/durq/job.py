@@ -26,6 +26,8 @@ class Job:
         key: its idempotency key, or None. priority: lower runs first.
         payload: the task's keyword arguments (dict).
         meta: the free-form JSON the producer tagged it with.
+        deadline, notice_at, noticed_at, park_expires_at: deadline times (epoch seconds, or
+            None; docs/features/deadlines.md and parked.md).
     """
 
     __slots__ = ("_record", "_store")
@@ -94,6 +96,26 @@ class Job:
     @property
     def finished_at(self) -> float | None:
         return self._record.finished_at
+
+    @property
+    def deadline(self) -> float | None:
+        """When the job expires if not finished (epoch seconds), or None."""
+        return self._record.deadline
+
+    @property
+    def notice_at(self) -> float | None:
+        """When its task's ``on_slow`` becomes due if not finished (epoch seconds), or None."""
+        return self._record.notice_at
+
+    @property
+    def noticed_at(self) -> float | None:
+        """When the sweeper arranged ``on_slow`` for it, or None."""
+        return self._record.noticed_at
+
+    @property
+    def park_expires_at(self) -> float | None:
+        """When a parked job that was not adopted expires (epoch seconds), or None."""
+        return self._record.park_expires_at
 
     @property
     def worker_id(self) -> str | None:
@@ -197,4 +219,8 @@ class Job:
             "result": self.result,
             "progress": self.progress,
             "errors": [e.to_dict() for e in self.errors],
+            "deadline": self.deadline,
+            "notice_at": self.notice_at,
+            "noticed_at": self.noticed_at,
+            "park_expires_at": self.park_expires_at,
         }

@@ -17,12 +17,18 @@ class JobState(enum.StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     EXPIRED = "expired"
+    #: Stored but not runnable until :meth:`durq.Durq.adopt` (or cancelled / expired).
+    PARKED = "parked"
 
 
 TERMINAL_STATES = frozenset(
     {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED}
 )
 RETRYABLE_STATES = frozenset({JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED})
+
+#: Deadline hooks run as jobs of the task ``durq.hook:<task>`` (docs/features/deadlines.md),
+#: keyed ``durq.expire:<job id>`` / ``durq.slow:<job id>`` so that each is enqueued once.
+HOOK_TASK_PREFIX = "durq.hook:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +99,11 @@ class JobRecord:
     errors: str
     meta: str | None
     shutdown_requeues: int
+    # parked jobs and deadlines (absolute epoch seconds; None: none)
+    deadline: float | None = None
+    notice_at: float | None = None
+    noticed_at: float | None = None
+    park_expires_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,3 +150,18 @@ class ReapSummary:
     recovered: int = 0
     failed: int = 0
     job_ids: tuple[int, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSummary:
+    """What one deadline sweeper pass did (see :meth:`durq.Durq.sweep`).
+
+    Attributes:
+        at: the store's clock at the pass, seconds since the epoch.
+        expired: ids of the jobs it moved to ``expired`` (deadline or park TTL passed).
+        noticed: ids of the jobs whose ``on_slow`` notice it arranged.
+    """
+
+    at: float
+    expired: tuple[int, ...] = field(default_factory=tuple)
+    noticed: tuple[int, ...] = field(default_factory=tuple)

@@ -32,6 +32,12 @@ class EnqueueOptions:
     max_attempts: int | None = None
     meta: Mapping[str, Any] | None = None
     connection: Any = None
+    # -- parked / deadlines -- (see Durq.enqueue)
+    park: bool = False
+    park_ttl: float | None = None
+    deadline: float | datetime | None = None
+    deadline_in: float | None = None
+    notice_after: float | None = None
 
 
 class Task(Generic[P, R]):
@@ -47,6 +53,10 @@ class Task(Generic[P, R]):
         backoff: the :class:`durq.retry.Backoff` policy between attempts.
         timeout: seconds an attempt may run, or None.
         rules: classifiers tried before the app's and the built-in ones.
+        deadline_in, notice_after: default seconds after a job's creation until it expires /
+            until its slow notice (None: none); see docs/features/deadlines.md.
+        on_expire, on_slow: hooks ``fn(job: durq.Job) -> None`` run (as hook jobs) once a
+            job of this task expired / was noticed as slow, or None.
     """
 
     def __init__(
@@ -61,6 +71,10 @@ class Task(Generic[P, R]):
         timeout: float | None,
         priority: int,
         rules: Sequence[Rule | Classifier],
+        deadline_in: float | None = None,
+        notice_after: float | None = None,
+        on_expire: Callable[[Job], Any] | None = None,
+        on_slow: Callable[[Job], Any] | None = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -71,6 +85,10 @@ class Task(Generic[P, R]):
         self.timeout = timeout
         self.priority = priority
         self.rules = tuple(rules)
+        self.deadline_in = deadline_in
+        self.notice_after = notice_after
+        self.on_expire = on_expire
+        self.on_slow = on_slow
         self.is_async = inspect.iscoroutinefunction(fn)
         self.signature = inspect.signature(fn)
         params = self.signature.parameters.values()
@@ -111,9 +129,18 @@ class Task(Generic[P, R]):
         max_attempts: int | None = None,
         meta: Mapping[str, Any] | None = None,
         connection: Any = None,
+        park: bool = False,
+        park_ttl: float | None = None,
+        deadline: float | datetime | None = None,
+        deadline_in: float | None = None,
+        notice_after: float | None = None,
     ) -> BoundTask:
         """Options for the next enqueue; see :meth:`durq.Durq.enqueue` for each one."""
-        opts = EnqueueOptions(queue, delay, run_at, priority, key, max_attempts, meta, connection)
+        opts = EnqueueOptions(
+            queue, delay, run_at, priority, key, max_attempts, meta, connection,
+            park=park, park_ttl=park_ttl, deadline=deadline, deadline_in=deadline_in,
+            notice_after=notice_after,
+        )  # fmt: skip
         return BoundTask(self, opts)
 
     def enqueue(self, **kwargs: Any) -> Job:

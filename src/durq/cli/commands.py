@@ -15,6 +15,7 @@ import click
 from durq.app import Durq
 from durq.cli import render
 from durq.errors import DurqError
+from durq.model import JobState
 from durq.observability.events import configure_json_logging
 from durq.store.sqlite.connection import parse_url
 
@@ -281,9 +282,7 @@ def jobs() -> None:
 @click.option(
     "--state",
     default=None,
-    type=click.Choice(
-        ["scheduled", "queued", "running", "succeeded", "failed", "cancelled", "expired"]
-    ),
+    type=click.Choice([s.value for s in JobState]),  # the stored states and "scheduled"
 )
 @click.option("--queue", default=None)
 @click.option("--task", default=None)
@@ -338,6 +337,15 @@ def retry(job_ids: tuple[int, ...], db: str, as_json: bool) -> None:
 def cancel(job_ids: tuple[int, ...], db: str, as_json: bool) -> None:
     """Cancel queued, scheduled or running jobs."""
     _steer(db, job_ids, as_json, "cancel")
+
+
+@cli.command()
+@click.argument("job_ids", type=JOB_ID, nargs=-1, required=True)
+@db_option
+@json_option
+def adopt(job_ids: tuple[int, ...], db: str, as_json: bool) -> None:
+    """Move parked jobs to the queue (exit 1 if one is no longer parked)."""
+    _steer(db, job_ids, as_json, "adopt")
 
 
 def _steer(db: str, job_ids: tuple[int, ...], as_json: bool, verb: str) -> None:

@@ -6,7 +6,10 @@ from typing import Any
 
 from durq.store.base import StatusData
 
-STATES = ("scheduled", "queued", "running", "succeeded", "failed", "cancelled", "expired")
+STATES = (
+    "scheduled", "queued", "running", "succeeded", "failed", "cancelled", "expired",
+    "parked",
+)  # fmt: skip
 
 
 def snapshot(data: StatusData) -> dict[str, Any]:

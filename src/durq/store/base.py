@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from durq.model import Claimed, JobRecord, Outcome, ReapSummary
+from durq.model import Claimed, JobRecord, Outcome, ReapSummary, SweepSummary
 from durq.store.batches import BatchRecord, NewBatch
 
 if TYPE_CHECKING:
@@ -39,6 +39,18 @@ class NewJob:
     meta: str | None = None
     delay: float = 0.0
     batch_id: int | None = None  # joins this batch (must be building); see durq.batches
+    # -- parked / deadlines -- (all optional; see durq.deadlines)
+    park: bool = False  # stored as 'parked' instead of 'queued'
+    park_ttl: float | None = None  # seconds after created_at until a parked job expires
+    deadline: float | None = None  # absolute, epoch seconds
+    deadline_in: float | None = None  # seconds after created_at (when deadline is None)
+    notice_after: float | None = None  # seconds after created_at until on_slow is due
+
+    @property
+    def has_extras(self) -> bool:
+        """True when the row needs the parked / deadline columns set after its insert."""
+        extras = (self.park_ttl, self.deadline, self.deadline_in, self.notice_after)
+        return self.park or any(v is not None for v in extras)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +275,27 @@ class Store(Protocol):
         None when the stored last slot is already at or past ``slot`` (another scheduler
         enqueued it, or a later one): nothing was written.
         """
+
+    # -- parked / deadlines --
+
+    def adopt(self, job_id: int) -> bool:
+        """parked -> queued (runnable now), if the job is still parked and neither its park
+        TTL nor its deadline has passed. False otherwise (nothing changed)."""
+        ...
+
+    def cancel_parked(self, job_id: int) -> bool:
+        """parked -> cancelled, if the job is still parked; False otherwise. A terminal
+        transition: exactly one of this and :meth:`adopt` wins for a parked job."""
+        ...
+
+    def sweep(self, hook_max_attempts: int, limit: int = 500) -> SweepSummary:
+        """One deadline pass, in one transaction, in this order: (a) expire jobs that are not
+        finished and are past their deadline, and parked jobs past their park TTL (a running
+        job's lease token is revoked); (b) mark jobs past ``notice_at``, not finished, not
+        yet noticed and not past their deadline as noticed. For each, in the same
+        transaction, enqueue a hook job (task ``durq.hook:<task>``, key
+        ``durq.expire:<id>`` / ``durq.slow:<id>``, so at most one per job and hook). At
+        most ``limit`` jobs per step and pass."""
         ...
 
 

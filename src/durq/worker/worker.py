@@ -27,6 +27,7 @@ from durq.worker.runners import AsyncRunner, ThreadRunner
 from durq.worker.scheduler import Scheduler
 from durq.worker.services import Claimer, Heartbeat, Reaper, Timeouts, error_json
 from durq.worker.state import Attempt, InFlight
+from durq.worker.sweeper import attach as attach_sweeper
 
 if TYPE_CHECKING:
     from durq.app import Durq
@@ -93,6 +94,7 @@ class Worker:
         if grace < 0 or free_requeues < 0:
             raise ConfigError("grace and free_requeues must be >= 0")
         self.app = app
+        self.sweeper = attach_sweeper(self, app)  # deadlines: adds the tasks' hook tasks
         self.queues = list(queues or sorted({t.queue for t in app.tasks.values()}))
         if not self.queues:
             raise ConfigError("no queues to serve")
@@ -145,12 +147,13 @@ class Worker:
         )
         try:
             self.reaper.reap_once()
+            self.sweeper.sweep_once()  # overdue jobs expire before anything is claimed
         except BaseException:
             with contextlib.suppress(Exception):  # do not leave a phantom "live worker" behind
                 store.unregister_worker(self.id)
             raise
         self._threads = ThreadRunner(self.concurrency)
-        for service in (self.heartbeat, self.reaper, self.claimer):
+        for service in (self.heartbeat, self.reaper, self.sweeper, self.claimer):
             service.start()
         if any(t.timeout is not None for t in self.app.tasks.values()):
             self.timeouts.start()
@@ -266,6 +269,8 @@ class Worker:
             self.pruner.stop()
 
         self.scheduler.stop()
+
+        self.sweeper.stop()
         try:
             self.app.store.unregister_worker(self.id)
         except Exception as exc:  # noqa: BLE001 - best effort; the row ages out

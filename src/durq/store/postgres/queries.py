@@ -11,7 +11,7 @@ from __future__ import annotations
 JOB_COLUMNS = (
     "id, queue, task, payload, priority, run_at, attempts, max_attempts, state, lease_token, "
     "lease_expires_at, worker_id, key, created_at, started_at, finished_at, result, progress, "
-    "errors, meta, shutdown_requeues"
+    "errors, meta, shutdown_requeues, deadline, notice_at, noticed_at, park_expires_at"
 )
 
 CLOCK = "SELECT {s}.epoch(%(at)s)"
@@ -179,7 +179,8 @@ RETURNING id, state
 RETRY = """
 UPDATE {s}.jobs
 SET state = 'queued', attempts = 0, shutdown_requeues = 0, run_at = {s}.epoch(%(at)s),
-    finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+    finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL,
+    deadline = CASE WHEN deadline <= {s}.epoch(%(at)s) THEN NULL ELSE deadline END  -- else it re-expires
 WHERE id = %(id)s AND state IN ('failed', 'cancelled', 'expired')
 """
 
@@ -213,6 +214,8 @@ UNION ALL
 SELECT queue, 'running', 0, 0, count(*) FROM {s}.jobs WHERE state = 'running' GROUP BY queue
 UNION ALL
 SELECT queue, state, 0, 0, count(*) FROM {s}.jobs WHERE finished_at IS NOT NULL GROUP BY state, queue
+UNION ALL
+SELECT queue, 'parked', 0, 0, count(*) FROM {s}.jobs WHERE state = 'parked' GROUP BY queue
 """
 
 OLDEST_READY = """

@@ -19,11 +19,12 @@ import psycopg
 from durq.alerts import Alert
 from durq.errors import StoreError
 from durq.failpoints import hit
-from durq.model import Claimed, JobRecord, Outcome, ReapSummary
+from durq.model import HOOK_TASK_PREFIX, Claimed, JobRecord, Outcome, ReapSummary, SweepSummary
 from durq.pause import QueuePause
 from durq.steps import StepRecord
 from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
 from durq.store.batches import BatchRecord, NewBatch
+from durq.store.postgres import deadlines as dl
 from durq.store.postgres import pause_queries as pq
 from durq.store.postgres import periodic as per
 from durq.store.postgres import queries as q
@@ -152,10 +153,10 @@ class PostgresStore(Shortcuts):
             return self._enqueue_in_batch(jobs, connection)
         if connection is not None:
             try:
-                return self._enqueue_on(connection, jobs)
+                return self._set_extras(connection, jobs, self._enqueue_on(connection, jobs))
             except psycopg.Error as exc:
                 raise translate(exc, self.options) from exc
-        if len(jobs) == 1 and jobs[0].key is None:
+        if len(jobs) == 1 and jobs[0].key is None and not jobs[0].has_extras:
             job = jobs[0]
             params = {
                 "at": self._at(), "queue": job.queue, "task": job.task, "payload": job.payload,
@@ -167,7 +168,7 @@ class PostgresStore(Shortcuts):
             assert row is not None
             return [Inserted(int(row[0]), True, float(row[1]), float(row[2]))]
         with self._tx() as conn:
-            return self._enqueue_on(conn, jobs)
+            return self._set_extras(conn, jobs, self._enqueue_on(conn, jobs))
 
     def _enqueue_on(self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[Inserted]:
         at = self._at()
@@ -706,3 +707,68 @@ class PostgresStore(Shortcuts):
                 {"name": name, "slot": float(slot), "job_id": inserted.id},
             )
         return inserted
+
+    # -- parked / deadlines --
+
+    def _set_extras(
+        self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob], inserted: list[Inserted]
+    ) -> list[Inserted]:
+        """Parked state and deadline columns of the rows just inserted (same transaction)."""
+        for job, ins in zip(jobs, inserted, strict=True):
+            if ins.created and job.has_extras:
+                conn.execute(
+                    dl.sql("SET_EXTRAS", self.options.schema),
+                    {
+                        "id": ins.id,
+                        "park": job.park,
+                        "park_ttl": job.park_ttl,
+                        "deadline": job.deadline,
+                        "deadline_in": job.deadline_in,
+                        "notice_after": job.notice_after,
+                    },
+                )
+        return inserted
+
+    def adopt(self, job_id: int) -> bool:
+        with self._tx(transaction=False) as conn:
+            cur = conn.execute(
+                dl.sql("ADOPT", self.options.schema), {"at": self._at(), "id": job_id}
+            )
+            return cur.rowcount == 1
+
+    def cancel_parked(self, job_id: int) -> bool:
+        with self._tx(transaction=False) as conn:
+            # terminal transition: batches must be told
+            cur = conn.execute(
+                dl.sql("CANCEL_PARKED", self.options.schema), {"at": self._at(), "id": job_id}
+            )
+            return cur.rowcount == 1
+
+    def sweep(self, hook_max_attempts: int, limit: int = 500) -> SweepSummary:
+        schema = self.options.schema
+        params: dict[str, Any] = {
+            "at": self._at(),
+            "limit": limit,
+            "prefix": HOOK_TASK_PREFIX,
+            "max_attempts": hook_max_attempts,
+        }
+        expired: list[int] = []
+        queues: set[str] = set()
+        with self._tx() as conn:
+            row = conn.execute(self._sql["CLOCK"], {"at": params["at"]}).fetchone()
+            now = float(row[0]) if row else self.now()
+            for name, message in (
+                ("EXPIRE_PAST_DEADLINE", "deadline passed before the job finished"),
+                ("EXPIRE_PARKED", "park TTL passed before the job was adopted"),
+            ):
+                # terminal transition: batches must be told
+                cur = conn.execute(dl.sql(name, schema), {**params, "message": message})
+                for job_id, queue in cur.fetchall():
+                    expired.append(int(job_id))
+                    queues.add(queue)
+            rows = conn.execute(dl.sql("NOTICE_SLOW", schema), params).fetchall()
+            noticed = [int(r[0]) for r in rows]
+            queues.update(r[1] for r in rows)
+            for queue in sorted(queues):  # wake idle workers for the hook jobs
+                conn.execute(self._sql["NOTIFY"], {"channel": self.channel, "queue": queue})
+        return SweepSummary(at=now, expired=tuple(sorted(expired)), noticed=tuple(sorted(noticed)))

@@ -19,7 +19,7 @@ HISTORY = (
 JOB_COLUMNS = (
     "id, queue, task, payload, priority, run_at, attempts, max_attempts, state, lease_token, "
     "lease_expires_at, worker_id, key, created_at, started_at, finished_at, result, progress, "
-    "errors, meta, shutdown_requeues"
+    "errors, meta, shutdown_requeues, deadline, notice_at, noticed_at, park_expires_at"
 )
 
 # Positional, for executemany: (id, queue, task, payload, priority, run_at, max_attempts,
@@ -156,7 +156,8 @@ RETURNING id, state
 RETRY = """
 UPDATE jobs
 SET state = 'queued', attempts = 0, shutdown_requeues = 0, run_at = :now, finished_at = NULL,
-    result = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+    result = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL,
+    deadline = CASE WHEN deadline <= :now THEN NULL ELSE deadline END  -- else it re-expires
 WHERE id = :id AND state IN ('failed', 'cancelled', 'expired')
 """
 
@@ -190,6 +191,8 @@ SELECT queue, 'running', 0, 0, count(*) FROM jobs WHERE state = 'running' GROUP 
 UNION ALL
 SELECT queue, state, 0, 0, count(*) FROM jobs INDEXED BY jobs_finished
 WHERE finished_at IS NOT NULL GROUP BY state, queue
+UNION ALL
+SELECT queue, 'parked', 0, 0, count(*) FROM jobs WHERE state = 'parked' GROUP BY queue
 """
 
 OLDEST_READY = """

@@ -14,12 +14,13 @@ from typing import Any
 from durq.alerts import Alert
 from durq.errors import ConfigError, StoreError
 from durq.failpoints import hit
-from durq.model import Claimed, JobRecord, Outcome, ReapSummary
+from durq.model import HOOK_TASK_PREFIX, Claimed, JobRecord, Outcome, ReapSummary, SweepSummary
 from durq.pause import QueuePause
 from durq.steps import StepRecord
 from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
 from durq.store.batches import BatchRecord, NewBatch
 from durq.store.sqlite import batches as sb
+from durq.store.sqlite import deadlines as dl
 from durq.store.sqlite import pause_queries as pq
 from durq.store.sqlite import periodic as per
 from durq.store.sqlite import queries as q
@@ -149,12 +150,13 @@ class SqliteStore(Shortcuts):
                     f"not {type(connection).__name__}"
                 )
             try:
-                return self._insert(connection, jobs, explicit_ids=False)
+                inserted = self._insert(connection, jobs, explicit_ids=False)
+                return self._set_extras(connection, jobs, inserted)
             except sqlite3.Error as exc:
                 raise translate(exc, self.path) from exc
         conn = self._conn()
         now = self.now()
-        if len(jobs) == 1 and jobs[0].key is None:
+        if len(jobs) == 1 and jobs[0].key is None and not jobs[0].has_extras:
             # One row, one statement: SQLite wraps it in its own write transaction.
             job = jobs[0]
             run_at = now + job.delay if job.run_at is None else job.run_at
@@ -169,7 +171,7 @@ class SqliteStore(Shortcuts):
                 raise translate(exc, self.path) from exc
             return [Inserted(int(hit[0]), True, run_at, now)]
         with self._write():
-            return self._insert(conn, jobs, explicit_ids=True)
+            return self._set_extras(conn, jobs, self._insert(conn, jobs, explicit_ids=True))
 
     def _insert(
         self, conn: sqlite3.Connection, jobs: Sequence[NewJob], *, explicit_ids: bool
@@ -659,3 +661,79 @@ class SqliteStore(Shortcuts):
             hit("periodic_tx")
             conn.execute(per.SET_JOB, {"name": name, "slot": slot, "job_id": inserted.id})
         return inserted
+
+    # -- parked / deadlines --
+
+    @staticmethod
+    def _set_extras(
+        conn: sqlite3.Connection, jobs: Sequence[NewJob], inserted: list[Inserted]
+    ) -> list[Inserted]:
+        """Parked state and deadline columns of the rows just inserted (same transaction)."""
+        for job, ins in zip(jobs, inserted, strict=True):
+            if ins.created and job.has_extras:
+                conn.execute(
+                    dl.SET_EXTRAS,
+                    {
+                        "id": ins.id,
+                        "park": 1 if job.park else 0,
+                        "park_ttl": job.park_ttl,
+                        "deadline": job.deadline,
+                        "deadline_in": job.deadline_in,
+                        "notice_after": job.notice_after,
+                    },
+                )
+        return inserted
+
+    def adopt(self, job_id: int) -> bool:
+        conn = self._conn()
+        with self._write():
+            cur = conn.execute(dl.ADOPT, {"id": job_id, "now": self.now()})
+        return cur.rowcount == 1
+
+    def cancel_parked(self, job_id: int) -> bool:
+        conn = self._conn()
+        with self._write():
+            # terminal transition: batches must be told
+            cur = conn.execute(dl.CANCEL_PARKED, {"id": job_id, "now": self.now()})
+        return cur.rowcount == 1
+
+    def sweep(self, hook_max_attempts: int, limit: int = 500) -> SweepSummary:
+        conn = self._conn()
+        if not self._read(dl.ANY_DUE, {"now": self.now()})[0][0]:
+            return SweepSummary(at=self.now())  # nothing due: no write lock taken
+        with self._write():
+            now = self.now()
+            params: dict[str, Any] = {"now": now, "limit": limit}
+            expired: list[int] = []
+            for statement, message in (
+                (dl.EXPIRE_PAST_DEADLINE, "deadline passed before the job finished"),
+                (dl.EXPIRE_PARKED, "park TTL passed before the job was adopted"),
+            ):
+                # terminal transition: batches must be told
+                rows = conn.execute(statement, {**params, "message": message}).fetchall()
+                self._insert_hooks(conn, rows, "expire", now, hook_max_attempts)
+                expired.extend(r[0] for r in rows)
+            rows = conn.execute(dl.NOTICE_SLOW, params).fetchall()
+            self._insert_hooks(conn, rows, "slow", now, hook_max_attempts)
+            noticed = [r[0] for r in rows]
+        return SweepSummary(at=now, expired=tuple(sorted(expired)), noticed=tuple(sorted(noticed)))
+
+    @staticmethod
+    def _insert_hooks(
+        conn: sqlite3.Connection, rows: list[Any], hook: str, now: float, max_attempts: int
+    ) -> None:
+        conn.executemany(
+            dl.INSERT_HOOK,
+            [
+                {
+                    "queue": queue,
+                    "task": HOOK_TASK_PREFIX + task,
+                    "payload": json.dumps({"job_id": job_id, "hook": hook}),
+                    "priority": priority,
+                    "now": now,
+                    "max_attempts": max_attempts,
+                    "key": f"durq.{hook}:{job_id}",
+                }
+                for job_id, queue, task, priority in rows
+            ],
+        )
