@@ -47,6 +47,8 @@ WITH doomed AS (
     WHERE state = %(state)s AND finished_at IS NOT NULL
       AND finished_at < {s}.epoch(%(at)s) - %(older_than)s
       AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+      AND (batch_id IS NULL
+           OR batch_id IN (SELECT id FROM {s}.batches WHERE state = 'done'))
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
 DELETE FROM {s}.jobs AS j USING doomed

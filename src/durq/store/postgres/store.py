@@ -80,7 +80,7 @@ class PostgresStore(Shortcuts):
         self._closing = threading.Event()
         self._leader: psycopg.Connection[Any] | None = None
         self._leader_lock = threading.Lock()
-        self._leads = False
+        self._leads: set[str] = set()  # the names whose advisory lock this process holds
         try:
             if auto_migrate:
                 self.migrate()
@@ -492,12 +492,13 @@ class PostgresStore(Shortcuts):
             try:
                 if conn is None or conn.closed:
                     conn = self._leader = psycopg.connect(self.options.conninfo, autocommit=True)
-                    self._leads = False
-                if not self._leads:
+                    self._leads.clear()
+                if what not in self._leads:  # each name is its own advisory lock
                     row = conn.execute(q.TRY_LEAD, {"key": key}).fetchone()
-                    self._leads = bool(row and row[0])
+                    if row and row[0]:
+                        self._leads.add(what)
                 stamp = f"leader:{what}"
-                if self._leads:
+                if what in self._leads:
                     conn.execute(self._sql["STAMP_LEADER"], {"key": stamp, "at": self._at()})
                     return True
                 row = conn.execute(
@@ -509,7 +510,7 @@ class PostgresStore(Shortcuts):
                     with contextlib.suppress(psycopg.Error):
                         self._leader.close()
                 self._leader = None
-                self._leads = False
+                self._leads.clear()
                 return False
 
     # -- pause and alerts --
@@ -737,12 +738,15 @@ class PostgresStore(Shortcuts):
             return cur.rowcount == 1
 
     def cancel_parked(self, job_id: int) -> bool:
-        with self._tx(transaction=False) as conn:
-            # terminal transition: batches must be told
+        at = self._at()
+        with self._tx() as conn:  # the cancel and its batch's close commit together
             cur = conn.execute(
-                dl.sql("CANCEL_PARKED", self.options.schema), {"at": self._at(), "id": job_id}
+                dl.sql("CANCEL_PARKED", self.options.schema), {"at": at, "id": job_id}
             )
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return False
+            self._batches.close_for_jobs(conn, [job_id], at)
+            return True
 
     def sweep(self, hook_max_attempts: int, limit: int = 500) -> SweepSummary:
         schema = self.options.schema
@@ -761,11 +765,11 @@ class PostgresStore(Shortcuts):
                 ("EXPIRE_PAST_DEADLINE", "deadline passed before the job finished"),
                 ("EXPIRE_PARKED", "park TTL passed before the job was adopted"),
             ):
-                # terminal transition: batches must be told
                 cur = conn.execute(dl.sql(name, schema), {**params, "message": message})
                 for job_id, queue in cur.fetchall():
                     expired.append(int(job_id))
                     queues.add(queue)
+            self._batches.close_for_jobs(conn, expired, params["at"])  # same transaction
             rows = conn.execute(dl.sql("NOTICE_SLOW", schema), params).fetchall()
             noticed = [int(r[0]) for r in rows]
             queues.update(r[1] for r in rows)

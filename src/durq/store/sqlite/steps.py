@@ -38,14 +38,16 @@ DELETE FROM steps WHERE job_id = :job_id
 # Retention: one bounded chunk of one terminal state, finished more than :older_than
 # seconds before :now, optionally of one queue. The outer state test makes it impossible
 # for any non-terminal job to be deleted, whatever the caller passes as :state. Its steps
-# go with it (trigger jobs_delete_steps). Further conditions (open batches, blobs) belong
-# in this one statement.
+# go with it (trigger jobs_delete_steps). Members of a batch that has not fired yet are
+# kept: deleting them would change its counts or keep it from ever firing.
 PRUNE_JOBS = """
 DELETE FROM jobs
 WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_finished
              WHERE state = :state AND finished_at IS NOT NULL
                AND finished_at < :now - :older_than
                AND (:queue IS NULL OR queue = :queue)
+               AND (batch_id IS NULL
+                    OR batch_id IN (SELECT id FROM batches WHERE state = 'done'))
              LIMIT :limit)
   AND state IN ('succeeded', 'failed', 'cancelled', 'expired')
 """

@@ -692,10 +692,12 @@ class SqliteStore(Shortcuts):
 
     def cancel_parked(self, job_id: int) -> bool:
         conn = self._conn()
-        with self._write():
-            # terminal transition: batches must be told
-            cur = conn.execute(dl.CANCEL_PARKED, {"id": job_id, "now": self.now()})
-        return cur.rowcount == 1
+        with self._write():  # the cancel and its batch's close commit together
+            now = self.now()
+            if conn.execute(dl.CANCEL_PARKED, {"id": job_id, "now": now}).rowcount != 1:
+                return False
+            sb.close_for_jobs(conn, [job_id], now)
+        return True
 
     def sweep(self, hook_max_attempts: int, limit: int = 500) -> SweepSummary:
         conn = self._conn()
@@ -709,10 +711,10 @@ class SqliteStore(Shortcuts):
                 (dl.EXPIRE_PAST_DEADLINE, "deadline passed before the job finished"),
                 (dl.EXPIRE_PARKED, "park TTL passed before the job was adopted"),
             ):
-                # terminal transition: batches must be told
                 rows = conn.execute(statement, {**params, "message": message}).fetchall()
                 self._insert_hooks(conn, rows, "expire", now, hook_max_attempts)
                 expired.extend(r[0] for r in rows)
+            sb.close_for_jobs(conn, expired, now)  # same transaction
             rows = conn.execute(dl.NOTICE_SLOW, params).fetchall()
             self._insert_hooks(conn, rows, "slow", now, hook_max_attempts)
             noticed = [r[0] for r in rows]
