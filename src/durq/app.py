@@ -13,6 +13,7 @@ from typing import Any, TypeVar, overload
 from durq.classify import Classifier, Rule
 from durq.errors import ConfigError, JobGone, JobNotFound, PayloadError, UnknownTask
 from durq.job import Job
+from durq.limits import Hold, TaskLimits, with_limit
 from durq.model import JobRecord
 from durq.observability import events
 from durq.payload import DEFAULT_PAYLOAD_LIMIT, encode, encode_payload
@@ -146,6 +147,9 @@ class Durq:
         timeout: float | None = None,
         priority: int = 0,
         classify: Rule | Classifier | Sequence[Rule | Classifier] | None = None,
+        concurrency: int | None = None,
+        concurrency_key: str | Callable[[dict[str, Any]], str] | None = None,
+        rate_limit: str | None = None,
     ) -> Callable[[Callable[..., Any]], Task[Any, Any]]: ...
 
     def task(
@@ -159,6 +163,9 @@ class Durq:
         timeout: float | None = None,
         priority: int = 0,
         classify: Rule | Classifier | Sequence[Rule | Classifier] | None = None,
+        concurrency: int | None = None,
+        concurrency_key: str | Callable[[dict[str, Any]], str] | None = None,
+        rate_limit: str | None = None,
     ) -> Task[Any, Any] | Callable[[Callable[..., Any]], Task[Any, Any]]:
         """Register a function (``def`` or ``async def``) as a task.
 
@@ -177,6 +184,14 @@ class Durq:
                 (async tasks are cancelled; a thread's late result is discarded).
             priority: default priority; lower numbers run first.
             classify: rule(s) deciding transient vs permanent for this task's errors.
+            concurrency: at most this many of its jobs with the same limit key run at once,
+                across every worker and process (enforced by the claim in the database;
+                running jobs plus live :meth:`limit` holds of the key count).
+            concurrency_key: the limit key: a str (a named limit, shared with other tasks
+                and :meth:`limit`), or a callable ``payload dict -> str`` evaluated at
+                enqueue and stored on the job (e.g. the URL's host); default: the task name.
+            rate_limit: ``"N/s"``, ``"N/m"`` or ``"N/h"``: at most N starts of its jobs per
+                key in any such window, across every worker (see docs/features/limits.md).
 
         Raises:
             ConfigError: a bad option, or another function already registered as ``name``.
@@ -210,6 +225,7 @@ class Durq:
                 timeout=timeout,
                 priority=int(priority),
                 rules=rules,
+                limits=TaskLimits.build(task_name, concurrency, concurrency_key, rate_limit),
             )
             self.tasks[task_name] = registered
             return registered
@@ -375,9 +391,10 @@ class Durq:
                 raise PayloadError(f"payload does not fit {task.name}(): {problem}")
         if key is not None:
             _check_name("key", key, 1000)
-        return NewJob(
+        new = NewJob(
             t.queue, t.task, body, t.priority, t.run_at, t.max_attempts, key, t.meta, t.delay
         )
+        return with_limit(new, task.limits if task is not None else None, payload)
 
     def _job_after_insert(self, new: NewJob, ins: Inserted, log: bool) -> Job:
         if not ins.created:
@@ -493,3 +510,43 @@ class Durq:
         from durq.worker import Worker
 
         return Worker(self, **options)
+
+    # -- limits --
+
+    def limit(
+        self, name: str, concurrency: int, *, lease: float = 60.0, timeout: float | None = None
+    ) -> Hold:
+        """A slot of the named limit ``name`` for code outside the queue.
+
+        ``with dq.limit("downloads", 3):`` waits until jobs of key ``"downloads"`` in
+        ``running`` plus live holds of it are fewer than ``concurrency``, then holds one
+        slot until the block ends; queued jobs of that key are not claimed while the slots
+        are taken. The hold is a row with a lease, extended by a thread every
+        ``lease / 3`` s, so a process that dies holding it frees the slot after ``lease``.
+
+        Args:
+            name: the limit key (a task's ``concurrency_key``, or its name by default).
+            concurrency: the limit (>= 1), checked against the shared count at acquire.
+            lease: seconds a hold survives without an extension (default 60).
+            timeout: seconds to wait for a slot (default: for ever).
+
+        Raises:
+            ConfigError: bad arguments.
+            LimitTimeout: no slot within ``timeout`` (nothing held).
+            StoreError: the database could not be used.
+        """
+        return Hold(self, name, concurrency, lease=lease, timeout=timeout)
+
+    def limits(self) -> list[dict[str, Any]]:
+        """Every limit key in use: ``name``, ``running``, ``held``, ``queued``,
+        ``concurrency`` (the largest stored on its jobs, or None)."""
+        return [
+            {
+                "name": u.name,
+                "running": u.running,
+                "held": u.held,
+                "queued": u.queued,
+                "concurrency": u.concurrency,
+            }
+            for u in self.store.limit_usage()
+        ]

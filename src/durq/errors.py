@@ -89,3 +89,7 @@ class Transient(TaskSignal):
     def __init__(self, message: str = "", retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class LimitTimeout(DurqError, TimeoutError):
+    """:meth:`durq.Durq.limit` found no free slot within its ``timeout``; nothing is held."""

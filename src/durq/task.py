@@ -14,6 +14,7 @@ from durq.retry import Backoff
 
 if TYPE_CHECKING:
     from durq.app import Durq
+    from durq.limits import TaskLimits
     from durq.job import Job
 
 P = ParamSpec("P")
@@ -47,6 +48,7 @@ class Task(Generic[P, R]):
         backoff: the :class:`durq.retry.Backoff` policy between attempts.
         timeout: seconds an attempt may run, or None.
         rules: classifiers tried before the app's and the built-in ones.
+        limits: its concurrency / rate limit (:class:`durq.limits.TaskLimits`), or None.
     """
 
     def __init__(
@@ -61,6 +63,7 @@ class Task(Generic[P, R]):
         timeout: float | None,
         priority: int,
         rules: Sequence[Rule | Classifier],
+        limits: TaskLimits | None = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -71,6 +74,7 @@ class Task(Generic[P, R]):
         self.timeout = timeout
         self.priority = priority
         self.rules = tuple(rules)
+        self.limits = limits
         self.is_async = inspect.iscoroutinefunction(fn)
         self.signature = inspect.signature(fn)
         params = self.signature.parameters.values()

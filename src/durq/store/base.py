@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from durq.model import Claimed, JobRecord, Outcome, ReapSummary
+from durq.store.limits import JobLimit, LimitUsage
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,7 @@ class NewJob:
     key: str | None = None
     meta: str | None = None
     delay: float = 0.0
+    limit: JobLimit | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +163,26 @@ class Store(Protocol):
 
     def changed(self) -> bool:
         """True when another connection committed since the last call (cheap; for polling)."""
+        ...
+
+    # -- limits --
+
+    def acquire_hold(self, name: str, concurrency: int, lease: float, holder: str) -> int | None:
+        """Take a slot of limit ``name`` if its running jobs plus live holds are below
+        ``concurrency`` (one transaction, serialised with limited claims of the key); the
+        hold's id, or None when the limit is full. The hold lasts ``lease`` seconds."""
+        ...
+
+    def extend_hold(self, hold_id: int, lease: float) -> bool:
+        """Extend a live hold by ``lease`` seconds from now; False if it expired or is gone."""
+        ...
+
+    def release_hold(self, hold_id: int) -> bool:
+        """Delete a hold; False if it was already gone."""
+        ...
+
+    def limit_usage(self) -> list[LimitUsage]:
+        """Every limit key with running or queued jobs or live holds, by name."""
         ...
 
 
