@@ -74,7 +74,9 @@ def check_key(key: object, what: str = "limit key") -> str:
         ConfigError: anything else.
     """
     if not isinstance(key, str) or not key or len(key) > MAX_KEY:
-        raise ConfigError(f"{what} must be a non-empty str of at most {MAX_KEY} characters, not {key!r}")
+        raise ConfigError(
+            f"{what} must be a non-empty str of at most {MAX_KEY} characters, not {key!r}"
+        )
     return key
 
 
