@@ -144,7 +144,7 @@ class TaskLimits:
         else:
             try:
                 key = self.key(dict(payload))
-            except Exception as exc:  # noqa: BLE001 - the user's function may fail in any way
+            except Exception as exc:
                 raise PayloadError(
                     f"concurrency_key of {self.task} failed on the payload: "
                     f"{type(exc).__name__}: {exc}"

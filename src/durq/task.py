@@ -14,8 +14,8 @@ from durq.retry import Backoff
 
 if TYPE_CHECKING:
     from durq.app import Durq
-    from durq.limits import TaskLimits
     from durq.job import Job
+    from durq.limits import TaskLimits
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -240,7 +240,7 @@ def test_many_claimers_at_once_never_exceed_the_limit(
                     done(dq, got)
                 elif not dq.store.has_pending(["default"], ["fetch"]):
                     return
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=claimer, args=(f"w{i}",)) for i in range(6)]
@@ -275,7 +275,7 @@ def test_a_failing_key_function_writes_nothing(app: durq.Durq) -> None:
     def by_n(**kwargs: object) -> None:
         return None
 
-    with pytest.raises(PayloadError, match="concurrency_key of by_host failed.*KeyError"):
+    with pytest.raises(PayloadError, match=r"concurrency_key of by_host failed.*KeyError"):
         by_host.enqueue(url="x")
     with pytest.raises(PayloadError, match="concurrency_key of by_n returned"):
         by_n.enqueue(n=3)
