@@ -3,6 +3,7 @@ across two workers, and a rate limit holds in every window."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -108,5 +109,27 @@ def test_a_rate_limit_holds_in_every_window_across_two_workers(url: str, tmp_pat
             within = [s for s in starts[i:] if s < first + 0.9]
             assert len(within) <= 5, (first, within)
         assert starts[-1] - starts[0] >= 1.9  # 15 starts at 5/s take over two seconds
+    finally:
+        app.close()
+
+
+def test_cli_limits_shows_running_held_and_queued(tmp_path: Path) -> None:
+    from tests.integration.test_cli import run
+
+    db = f"sqlite:///{tmp_path / 'jobs.db'}"
+    app = producer(db)
+    try:
+        app.tasks["download"].enqueue_many(
+            [{"url": f"https://one.example/{i}", "ms": 1} for i in range(6)]
+        )
+        app.store.claim("downloads", ["download"], 10, 30.0, "w")
+        with app.limit("one.example", 5, timeout=0):
+            out = run("limits", "--db", db, "--json")
+            assert out.returncode == 0, out.stderr
+            assert json.loads(out.stdout) == [
+                {"name": "one.example", "running": 4, "held": 1, "queued": 2, "concurrency": 4}
+            ]
+            table = run("limits", "--db", db)
+            assert table.returncode == 0 and "one.example" in table.stdout
     finally:
         app.close()
