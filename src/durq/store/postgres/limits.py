@@ -47,18 +47,23 @@ busy AS MATERIALIZED (
 )
 
 # Step 1, no lock, no transaction: the keys of the first ready limited jobs of a queue whose
-# key seems to have room (a hint; step 3 re-checks under the locks).
+# key seems to have room (a hint; step 3 re-checks under the locks). Slots in use are counted
+# once per key (a hash join), not once per waiting job.
 LIMITED_KEYS = """
+WITH busy AS MATERIALIZED (
+    SELECT name, sum(n)::bigint AS n FROM (
+        SELECT limit_key AS name, count(*) AS n FROM {s}.jobs
+        WHERE state = 'running' AND limit_key IS NOT NULL GROUP BY limit_key
+        UNION ALL
+        SELECT name, count(*) FROM {s}.limit_holds
+        WHERE expires_at > {s}.epoch(%(at)s) GROUP BY name) AS u
+    GROUP BY name)
 SELECT DISTINCT limit_key FROM (
-    SELECT j.limit_key FROM {s}.jobs AS j
+    SELECT j.limit_key FROM {s}.jobs AS j LEFT JOIN busy AS b ON b.name = j.limit_key
     WHERE j.state = 'queued' AND j.limit_key IS NOT NULL AND j.queue = %(queue)s
       AND j.run_at <= {s}.epoch(%(at)s) AND j.task = ANY(%(tasks)s::text[])
       AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = %(queue)s AND paused)
-      AND (j.limit_concurrency IS NULL OR j.limit_concurrency > (
-            (SELECT count(*) FROM {s}.jobs AS r WHERE r.state = 'running'
-               AND r.limit_key IS NOT NULL AND r.limit_key = j.limit_key)
-          + (SELECT count(*) FROM {s}.limit_holds AS h
-             WHERE h.name = j.limit_key AND h.expires_at > {s}.epoch(%(at)s))))
+      AND (j.limit_concurrency IS NULL OR coalesce(b.n, 0) < j.limit_concurrency)
       AND (j.limit_rate IS NULL OR j.limit_rate > (
             SELECT count(*) FROM {s}.limit_starts AS st
             WHERE st.name = j.limit_key AND st.at > {s}.epoch(%(at)s) - j.limit_per))
