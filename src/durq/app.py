@@ -31,6 +31,7 @@ from durq.errors import (
     UnknownTask,
 )
 from durq.job import Job
+from durq.limits import Hold, TaskLimits, with_limit
 from durq.model import JobRecord, SweepSummary
 from durq.observability import events
 from durq.pause import QueuePause
@@ -183,6 +184,9 @@ class Durq:
         notice_after: float | None = None,
         on_expire: Callable[[Job], Any] | None = None,
         on_slow: Callable[[Job], Any] | None = None,
+        concurrency: int | None = None,
+        concurrency_key: str | Callable[[dict[str, Any]], str] | None = None,
+        rate_limit: str | None = None,
     ) -> Callable[[Callable[..., Any]], Task[Any, Any]]: ...
 
     def task(
@@ -200,6 +204,9 @@ class Durq:
         notice_after: float | None = None,
         on_expire: Callable[[Job], Any] | None = None,
         on_slow: Callable[[Job], Any] | None = None,
+        concurrency: int | None = None,
+        concurrency_key: str | Callable[[dict[str, Any]], str] | None = None,
+        rate_limit: str | None = None,
     ) -> Task[Any, Any] | Callable[[Callable[..., Any]], Task[Any, Any]]:
         """Register a function (``def`` or ``async def``) as a task.
 
@@ -227,6 +234,14 @@ class Durq:
                 TTL passed); ``job`` is the expired job as stored.
             on_slow: ``fn(job: durq.Job) -> None``, run once after a job passed
                 ``notice_after`` unfinished (not if its deadline passed first).
+            concurrency: at most this many of its jobs with the same limit key run at once,
+                across every worker and process (enforced by the claim in the database;
+                running jobs plus live :meth:`limit` holds of the key count).
+            concurrency_key: the limit key: a str (a named limit, shared with other tasks
+                and :meth:`limit`), or a callable ``payload dict -> str`` evaluated at
+                enqueue and stored on the job (e.g. the URL's host); default: the task name.
+            rate_limit: ``"N/s"``, ``"N/m"`` or ``"N/h"``: at most N starts of its jobs per
+                key in any such window, across every worker (see docs/features/limits.md).
 
         Raises:
             ConfigError: a bad option, or another function already registered as ``name``.
@@ -261,6 +276,7 @@ class Durq:
                 priority=int(priority),
                 rules=rules,
                 **self._deadline_defaults(deadline_in, notice_after, on_expire, on_slow),
+                limits=TaskLimits.build(task_name, concurrency, concurrency_key, rate_limit),
             )
             self.tasks[task_name] = registered
             return registered
@@ -455,11 +471,12 @@ class Durq:
                 raise PayloadError(f"payload does not fit {task.name}(): {problem}")
         if key is not None:
             _check_name("key", key, 1000)
-        return NewJob(
+        new = NewJob(
             t.queue, t.task, body, t.priority, t.run_at, t.max_attempts, key, t.meta, t.delay,
             t.batch_id,
             t.park, t.park_ttl, t.deadline, t.deadline_in, t.notice_after,
         )  # fmt: skip
+        return with_limit(new, task.limits if task is not None else None, payload)
 
     def _job_after_insert(self, new: NewJob, ins: Inserted, log: bool) -> Job:
         if not ins.created:
@@ -1111,6 +1128,46 @@ class Durq:
         if new.notice_after is not None:
             record.notice_at = created + new.notice_after
         return record
+
+    # -- limits --
+
+    def limit(
+        self, name: str, concurrency: int, *, lease: float = 60.0, timeout: float | None = None
+    ) -> Hold:
+        """A slot of the named limit ``name`` for code outside the queue.
+
+        ``with dq.limit("downloads", 3):`` waits until jobs of key ``"downloads"`` in
+        ``running`` plus live holds of it are fewer than ``concurrency``, then holds one
+        slot until the block ends; queued jobs of that key are not claimed while the slots
+        are taken. The hold is a row with a lease, extended by a thread every
+        ``lease / 3`` s, so a process that dies holding it frees the slot after ``lease``.
+
+        Args:
+            name: the limit key (a task's ``concurrency_key``, or its name by default).
+            concurrency: the limit (>= 1), checked against the shared count at acquire.
+            lease: seconds a hold survives without an extension (default 60).
+            timeout: seconds to wait for a slot (default: for ever).
+
+        Raises:
+            ConfigError: bad arguments.
+            LimitTimeout: no slot within ``timeout`` (nothing held).
+            StoreError: the database could not be used.
+        """
+        return Hold(self, name, concurrency, lease=lease, timeout=timeout)
+
+    def limits(self) -> list[dict[str, Any]]:
+        """Every limit key in use: ``name``, ``running``, ``held``, ``queued``,
+        ``concurrency`` (the largest stored on its jobs, or None)."""
+        return [
+            {
+                "name": u.name,
+                "running": u.running,
+                "held": u.held,
+                "queued": u.queued,
+                "concurrency": u.concurrency,
+            }
+            for u in self.store.limit_usage()
+        ]
 
 
 def _check_seconds(what: str, value: object) -> None:

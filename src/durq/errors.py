@@ -146,3 +146,7 @@ class StepResultError(PayloadError, Permanent):
     It is also a :class:`Permanent` signal: unless the task catches it, the job fails at
     once instead of being retried, so that a retry does not repeat the step's side effect
     only to fail the same way."""
+
+
+class LimitTimeout(DurqError, TimeoutError):
+    """:meth:`durq.Durq.limit` found no free slot within its ``timeout``; nothing is held."""

@@ -15,6 +15,7 @@ from durq.retry import Backoff
 if TYPE_CHECKING:
     from durq.app import Durq
     from durq.job import Job
+    from durq.limits import TaskLimits
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -57,6 +58,7 @@ class Task(Generic[P, R]):
             until its slow notice (None: none); see docs/features/deadlines.md.
         on_expire, on_slow: hooks ``fn(job: durq.Job) -> None`` run (as hook jobs) once a
             job of this task expired / was noticed as slow, or None.
+        limits: its concurrency / rate limit (:class:`durq.limits.TaskLimits`), or None.
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class Task(Generic[P, R]):
         notice_after: float | None = None,
         on_expire: Callable[[Job], Any] | None = None,
         on_slow: Callable[[Job], Any] | None = None,
+        limits: TaskLimits | None = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -89,6 +92,7 @@ class Task(Generic[P, R]):
         self.notice_after = notice_after
         self.on_expire = on_expire
         self.on_slow = on_slow
+        self.limits = limits
         self.is_async = inspect.iscoroutinefunction(fn)
         self.signature = inspect.signature(fn)
         params = self.signature.parameters.values()

@@ -743,6 +743,27 @@ def periodic_list(app_spec: str, db: str | None, as_json: bool) -> None:
     render.console.print(table)
 
 
+@cli.command("limits")
+@db_option
+@json_option
+def limits_verb(db: str, as_json: bool) -> None:
+    """Limit keys in use: running jobs, live holds and queued jobs per key."""
+    try:
+        rows = open_existing(db).limits()
+    except DurqError as exc:
+        fail(str(exc))
+    if as_json:
+        render.print_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table("limit key", "running", "held", "queued", "concurrency", box=None)
+    for r in rows:
+        cap = "-" if r["concurrency"] is None else str(r["concurrency"])
+        table.add_row(r["name"], str(r["running"]), str(r["held"]), str(r["queued"]), cap)
+    render.console.print(table if rows else "no limit keys in use")
+
+
 def main() -> None:
     """Console-script entry point."""
     try:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from durq.pause import QueuePause
 
 from durq.steps import StepRecord
+from durq.store.limits import JobLimit, LimitUsage
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,7 @@ class NewJob:
     deadline: float | None = None  # absolute, epoch seconds
     deadline_in: float | None = None  # seconds after created_at (when deadline is None)
     notice_after: float | None = None  # seconds after created_at until on_slow is due
+    limit: JobLimit | None = None
 
     @property
     def has_extras(self) -> bool:
@@ -296,6 +298,25 @@ class Store(Protocol):
         transaction, enqueue a hook job (task ``durq.hook:<task>``, key
         ``durq.expire:<id>`` / ``durq.slow:<id>``, so at most one per job and hook). At
         most ``limit`` jobs per step and pass."""
+
+    # -- limits --
+
+    def acquire_hold(self, name: str, concurrency: int, lease: float, holder: str) -> int | None:
+        """Take a slot of limit ``name`` if its running jobs plus live holds are below
+        ``concurrency`` (one transaction, serialised with limited claims of the key); the
+        hold's id, or None when the limit is full. The hold lasts ``lease`` seconds."""
+        ...
+
+    def extend_hold(self, hold_id: int, lease: float) -> bool:
+        """Extend a live hold by ``lease`` seconds from now; False if it expired or is gone."""
+        ...
+
+    def release_hold(self, hold_id: int) -> bool:
+        """Delete a hold; False if it was already gone."""
+        ...
+
+    def limit_usage(self) -> list[LimitUsage]:
+        """Every limit key with running or queued jobs or live holds, by name."""
         ...
 
 

@@ -60,29 +60,45 @@ SELECT_JOB_BY_KEY = (
     "SELECT " + JOB_COLUMNS + " FROM {s}.jobs WHERE queue = %(queue)s AND key = %(key)s"
 )
 
+# A row (NULL, ...) saying that the queue has ready jobs with a limit, which the claims below
+# leave to the limited claim (store/postgres/limits.py): it must lock their keys first.
+_LIMITED_WAITING = """
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+WHERE EXISTS (SELECT 1 FROM {s}.jobs
+              WHERE state = 'queued' AND limit_key IS NOT NULL AND queue = %(queue)s
+                AND run_at <= {s}.epoch(%(at)s) AND task = ANY(%(tasks)s::text[]))
+"""
+
 # Pick up to %(limit)s ready rows of one queue that this worker runs, in priority / run_at / id
 # order, skipping rows another worker is locking right now; lease each with its own token.
-CLAIM = """
+# Rows are (true, job columns...), plus the _LIMITED_WAITING row.
+CLAIM = (
+    """
 WITH picked AS (
     SELECT id FROM {s}.jobs
     WHERE state = 'queued' AND queue = %(queue)s AND run_at <= {s}.epoch(%(at)s)
-      AND task = ANY(%(tasks)s::text[])
+      AND task = ANY(%(tasks)s::text[]) AND limit_key IS NULL
       AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = %(queue)s AND paused)
     ORDER BY priority, run_at, id
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED)
-UPDATE {s}.jobs AS j
-SET state = 'running',
-    attempts = j.attempts + 1,
-    lease_token = nextval('{s}.lease_tokens'),
-    lease_expires_at = {s}.epoch(%(at)s) + %(lease)s,
-    worker_id = %(worker_id)s,
-    started_at = {s}.epoch(%(at)s)
-FROM picked
-WHERE j.id = picked.id
-RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.lease_token,
-          j.shutdown_requeues, j.priority, j.run_at, j.batch_id
-"""
+    FOR UPDATE SKIP LOCKED),
+claimed AS (
+    UPDATE {s}.jobs AS j
+    SET state = 'running',
+        attempts = j.attempts + 1,
+        lease_token = nextval('{s}.lease_tokens'),
+        lease_expires_at = {s}.epoch(%(at)s) + %(lease)s,
+        worker_id = %(worker_id)s,
+        started_at = {s}.epoch(%(at)s)
+    FROM picked
+    WHERE j.id = picked.id
+    RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.lease_token,
+              j.shutdown_requeues, j.priority, j.run_at, j.batch_id)
+SELECT true, id, queue, task, payload, attempts, max_attempts, lease_token, shutdown_requeues,
+       priority, run_at, batch_id FROM claimed
+UNION ALL"""
+    + _LIMITED_WAITING
+)
 
 # Grouped finishes: one statement for a whole batch, each row still conditional on its token.
 _FINISHED = """
@@ -116,7 +132,7 @@ FINISH_AND_CLAIM = (
 picked AS (
     SELECT id FROM {s}.jobs
     WHERE state = 'queued' AND queue = %(queue)s AND run_at <= {s}.epoch(%(at)s)
-      AND task = ANY(%(tasks)s::text[])
+      AND task = ANY(%(tasks)s::text[]) AND limit_key IS NULL
       AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = %(queue)s AND paused)
     ORDER BY priority, run_at, id
     LIMIT %(limit)s
@@ -133,7 +149,8 @@ SELECT true, id, queue, task, payload, attempts, max_attempts, lease_token, shut
        priority, run_at, batch_id FROM claimed
 UNION ALL
 SELECT false, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM fin
-"""
+UNION ALL"""
+    + _LIMITED_WAITING
 )
 
 EXTEND_LEASES = """

@@ -24,7 +24,9 @@ from durq.pause import QueuePause
 from durq.steps import StepRecord
 from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
 from durq.store.batches import BatchRecord, NewBatch
+from durq.store.limits import LimitUsage, lock_id
 from durq.store.postgres import deadlines as dl
+from durq.store.postgres import limits as lq
 from durq.store.postgres import pause_queries as pq
 from durq.store.postgres import periodic as per
 from durq.store.postgres import queries as q
@@ -81,6 +83,16 @@ class PostgresStore(Shortcuts):
         self._leader: psycopg.Connection[Any] | None = None
         self._leader_lock = threading.Lock()
         self._leads: set[str] = set()  # the names whose advisory lock this process holds
+        # limits: their statements, queues that had limited jobs waiting at the last claim,
+        # and the limited jobs claimed here whose outcome is not recorded yet
+        self._lsql = {
+            n: render(v, self.options.schema)
+            for n in dir(lq)
+            if n.isupper() and isinstance(v := getattr(lq, n), str)
+        }
+        self._limit_ns = lock_id(f"durq-limits:{self.options.schema}")
+        self._limited_queues: set[str] = set()
+        self._limited_ids: set[int] = set()
         try:
             if auto_migrate:
                 self.migrate()
@@ -156,7 +168,12 @@ class PostgresStore(Shortcuts):
                 return self._set_extras(connection, jobs, self._enqueue_on(connection, jobs))
             except psycopg.Error as exc:
                 raise translate(exc, self.options) from exc
-        if len(jobs) == 1 and jobs[0].key is None and not jobs[0].has_extras:
+        if (
+            len(jobs) == 1
+            and jobs[0].key is None
+            and not jobs[0].has_extras
+            and jobs[0].limit is None
+        ):
             job = jobs[0]
             params = {
                 "at": self._at(), "queue": job.queue, "task": job.task, "payload": job.payload,
@@ -218,6 +235,7 @@ class PostgresStore(Shortcuts):
                     Inserted(int(existing[0]), False, float(existing[5]), float(existing[13]))
                 )
         flush()
+        self._set_limits(conn, jobs, out)
         for queue in sorted({j.queue for j in jobs}):
             conn.execute(self._sql["NOTIFY"], {"channel": self.channel, "queue": queue})
         return out
@@ -234,7 +252,9 @@ class PostgresStore(Shortcuts):
         worker_id: str,
     ) -> tuple[list[bool], list[Claimed]]:
         """Outcomes and the first queue's claim go in one statement (one round trip, one
-        commit); further queues, when the first did not fill ``limit``, are claimed after."""
+        commit); further queues, when the first did not fill ``limit``, are claimed after.
+        Outcomes of batch members run in one transaction with their batches' close; limited
+        jobs are claimed by their own pass (see :meth:`_claim_limited`)."""
         at = self._at()
         claimed: list[Claimed] = []
         params: dict[str, Any] = {
@@ -256,15 +276,27 @@ class PostgresStore(Shortcuts):
             hit("finish_tx")
         done: set[int] = set()
         batched = any(o.batch_id is not None for o in outcomes)  # then close them in one tx
+        # limits: queues whose limited jobs waited last time are offered the slots first;
+        # the claims below skip limited jobs and report (a NULL row) queues that have some
+        first = [name for name in claim_queues if name in self._limited_queues]
+        for queue in first:
+            claimed.extend(
+                self._claim_limited(queue, tasks, limit - len(claimed), lease, worker_id)
+            )
+        seen: dict[str, bool] = {}
         # one statement is its own transaction; claims over several queues share one
         with self._tx(transaction=len(claim_queues) > 1 or batched) as conn:
             if outcomes and not claim_queues:
                 done = {r[0] for r in conn.execute(self._sql["FINISH_MANY"], params).fetchall()}
             elif outcomes:
-                params["queue"], params["limit"] = claim_queues.pop(0), limit
+                queue = claim_queues.pop(0)
+                params["queue"], params["limit"] = queue, limit - len(claimed)
                 rows = []
+                seen[queue] = False
                 for r in conn.execute(self._sql["FINISH_AND_CLAIM"], params).fetchall():
-                    if r[0]:
+                    if r[0] is None:
+                        seen[queue] = True
+                    elif r[0]:
                         rows.append(r[1:])
                     else:
                         done.add(r[1])
@@ -276,13 +308,25 @@ class PostgresStore(Shortcuts):
                     break
                 params["queue"], params["limit"] = queue, limit - len(claimed)
                 rows = conn.execute(self._sql["CLAIM"], params).fetchall()
-                claimed.extend(self._claimed_in_order(rows))
+                seen[queue] = any(r[0] is None for r in rows)
+                claimed.extend(self._claimed_in_order([r[1:] for r in rows if r[0]]))
+        for queue, waiting in seen.items():
+            if not waiting:
+                self._limited_queues.discard(queue)
+                continue
+            self._limited_queues.add(queue)
+            if queue not in first:
+                claimed.extend(
+                    self._claim_limited(queue, tasks, limit - len(claimed), lease, worker_id)
+                )
+        if self._limited_ids and outcomes:
+            self._limited_finished([o.job_id for o in outcomes])
         return [o.job_id in done for o in outcomes], claimed
 
     @staticmethod
     def _claimed_in_order(rows: Sequence[Sequence[Any]]) -> list[Claimed]:
         """Claimed rows (id, queue, task, payload, attempts, max_attempts, token, requeues,
-        priority, run_at) in claim order: RETURNING does not keep the ORDER BY."""
+        priority, run_at, batch_id) in claim order: RETURNING does not keep the ORDER BY."""
         ordered = sorted(rows, key=lambda r: (r[8], r[9], r[0]))
         return [
             Claimed(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]), int(r[7]), r[10])
@@ -776,3 +820,99 @@ class PostgresStore(Shortcuts):
             for queue in sorted(queues):  # wake idle workers for the hook jobs
                 conn.execute(self._sql["NOTIFY"], {"channel": self.channel, "queue": queue})
         return SweepSummary(at=now, expired=tuple(sorted(expired)), noticed=tuple(sorted(noticed)))
+
+    # -- limits --
+
+    def _set_limits(
+        self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob], out: Sequence[Inserted]
+    ) -> None:
+        """Store the limits of the new limited jobs (same transaction as their insert)."""
+        rows = [
+            (ins.id, job.limit)
+            for job, ins in zip(jobs, out, strict=True)
+            if job.limit is not None and ins.created
+        ]
+        if not rows:
+            return
+        conn.execute(
+            self._lsql["SET_JOB_LIMITS"],
+            {
+                "ids": [i for i, _ in rows],
+                "keys": [lim.key for _, lim in rows],
+                "concurrencies": [lim.concurrency for _, lim in rows],
+                "rates": [lim.rate for _, lim in rows],
+                "pers": [lim.per for _, lim in rows],
+            },
+        )
+
+    def _lock_keys(self, conn: psycopg.Connection[Any], keys: Sequence[str]) -> None:
+        """Advisory transaction locks on ``keys``, in one global order (no deadlocks)."""
+        for number in sorted({lock_id(k) for k in keys}):
+            conn.execute(self._lsql["LOCK_KEY"], {"ns": self._limit_ns, "key": number})
+
+    def _claim_limited(
+        self, queue: str, tasks: Sequence[str], limit: int, lease: float, worker_id: str
+    ) -> list[Claimed]:
+        """Claim up to ``limit`` limited jobs of ``queue``: find the keys that seem to have
+        room (no lock), then in one transaction lock those keys and claim under a fresh
+        snapshot (see store/postgres/limits.py for why this is exact)."""
+        if limit <= 0:
+            return []
+        at = self._at()
+        params: dict[str, Any] = {"at": at, "queue": queue, "tasks": list(tasks), "limit": limit}
+        with self._tx(transaction=False) as conn:
+            keys = [r[0] for r in conn.execute(self._lsql["LIMITED_KEYS"], params).fetchall()]
+        if not keys:
+            return []
+        params.update(keys=keys, scan=max(64, 4 * limit), lease=lease, worker_id=worker_id)
+        with self._tx() as conn:
+            self._lock_keys(conn, keys)
+            rows = conn.execute(self._lsql["CLAIM_LIMITED"], params).fetchall()
+        self._limited_ids.update(int(r[0]) for r in rows)
+        return self._claimed_in_order(rows)
+
+    def _limited_finished(self, job_ids: Sequence[int]) -> None:
+        """Wake every worker (NOTIFY) when limited jobs claimed here finished: a slot freed,
+        and on PostgreSQL the claim in the same statement could not see it."""
+        freed = self._limited_ids.intersection(job_ids)
+        if not freed:
+            return
+        self._limited_ids.difference_update(freed)
+        self._notify_limits()
+
+    def _notify_limits(self) -> None:
+        with self._tx(transaction=False) as conn:
+            conn.execute(self._lsql["NOTIFY"], {"channel": self.channel})
+
+    def acquire_hold(self, name: str, concurrency: int, lease: float, holder: str) -> int | None:
+        params = {
+            "at": self._at(), "name": name, "holder": holder, "lease": lease,
+            "concurrency": concurrency,
+        }  # fmt: skip
+        with self._tx() as conn:
+            self._lock_keys(conn, [name])
+            conn.execute(self._lsql["DELETE_EXPIRED_HOLDS"], params)
+            row = conn.execute(self._lsql["ACQUIRE_HOLD"], params).fetchone()
+        return int(row[0]) if row else None
+
+    def extend_hold(self, hold_id: int, lease: float) -> bool:
+        with self._tx(transaction=False) as conn:
+            cur = conn.execute(
+                self._lsql["EXTEND_HOLD"], {"at": self._at(), "id": hold_id, "lease": lease}
+            )
+            return cur.rowcount == 1
+
+    def release_hold(self, hold_id: int) -> bool:
+        with self._tx(transaction=False) as conn:
+            gone = conn.execute(self._lsql["RELEASE_HOLD"], {"id": hold_id}).rowcount == 1
+        if gone:
+            self._notify_limits()
+        return gone
+
+    def limit_usage(self) -> list[LimitUsage]:
+        with self._tx(transaction=False) as conn:
+            rows = conn.execute(self._lsql["LIMIT_USAGE"], {"at": self._at()}).fetchall()
+        return [
+            LimitUsage(r[0], int(r[1]), int(r[2]), int(r[3]), None if r[4] is None else int(r[4]))
+            for r in rows
+        ]

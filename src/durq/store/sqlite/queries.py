@@ -54,7 +54,8 @@ SELECT_JOB = f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = :id"
 SELECT_JOB_BY_KEY = f"SELECT {JOB_COLUMNS} FROM jobs WHERE queue = :queue AND key = :key"
 
 # One statement: pick up to :limit ready rows of one queue that this worker can run (its task
-# names, queue not paused), in priority / run_at / id order, and lease them. random() is
+# names, queue not paused), in priority / run_at / id order, and lease them. Jobs with a limit
+# (limit_key) are left to limits.CLAIM_LIMITED, which runs first. random() is
 # evaluated per row, so every claimed row gets its own fresh 63-bit fencing token.
 CLAIM = """
 UPDATE jobs
@@ -68,6 +69,7 @@ WHERE id IN (
         SELECT id FROM jobs
         WHERE state = 'queued' AND queue = :queue AND run_at <= :now
           AND task IN (SELECT value FROM json_each(:tasks))
+          AND limit_key IS NULL
         ORDER BY priority, run_at, id
         LIMIT :limit)
   AND NOT EXISTS (SELECT 1 FROM queues WHERE name = :queue AND paused = 1)

@@ -19,8 +19,10 @@ from durq.pause import QueuePause
 from durq.steps import StepRecord
 from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
 from durq.store.batches import BatchRecord, NewBatch
+from durq.store.limits import LimitUsage
 from durq.store.sqlite import batches as sb
 from durq.store.sqlite import deadlines as dl
+from durq.store.sqlite import limits as lq
 from durq.store.sqlite import pause_queries as pq
 from durq.store.sqlite import periodic as per
 from durq.store.sqlite import queries as q
@@ -156,7 +158,12 @@ class SqliteStore(Shortcuts):
                 raise translate(exc, self.path) from exc
         conn = self._conn()
         now = self.now()
-        if len(jobs) == 1 and jobs[0].key is None and not jobs[0].has_extras:
+        if (
+            len(jobs) == 1
+            and jobs[0].key is None
+            and not jobs[0].has_extras
+            and jobs[0].limit is None
+        ):
             # One row, one statement: SQLite wraps it in its own write transaction.
             job = jobs[0]
             run_at = now + job.delay if job.run_at is None else job.run_at
@@ -225,6 +232,7 @@ class SqliteStore(Shortcuts):
                 out.append(Inserted(existing[0], False, existing[5], existing[13]))
         if plain:
             conn.executemany(q.INSERT_JOB, plain)
+        self._set_limits(conn, jobs, out)
         return out
 
     # -- running jobs ---------------------------------------------------------------------
@@ -260,6 +268,9 @@ class SqliteStore(Shortcuts):
                 }
                 for queue in queues:
                     params["queue"] = queue
+                    claimed.extend(self._claim_limited(conn, params, limit - len(claimed)))
+                    if len(claimed) >= limit:
+                        break
                     params["limit"] = limit - len(claimed)
                     rows = conn.execute(q.CLAIM, params).fetchall()
                     rows.sort(key=lambda r: (r[8], r[9], r[0]))
@@ -739,3 +750,74 @@ class SqliteStore(Shortcuts):
                 for job_id, queue, task, priority in rows
             ],
         )
+
+    # -- limits --
+
+    @staticmethod
+    def _set_limits(
+        conn: sqlite3.Connection, jobs: Sequence[NewJob], out: Sequence[Inserted]
+    ) -> None:
+        """Store the limit of each new limited job (same transaction as its insert)."""
+        for job, ins in zip(jobs, out, strict=True):
+            if job.limit is not None and ins.created:
+                lim = job.limit
+                conn.execute(
+                    lq.SET_JOB_LIMIT,
+                    {
+                        "id": ins.id, "key": lim.key, "concurrency": lim.concurrency,
+                        "rate": lim.rate, "per": lim.per,
+                    },
+                )  # fmt: skip
+
+    def _claim_limited(
+        self, conn: sqlite3.Connection, params: dict[str, Any], limit: int
+    ) -> list[Claimed]:
+        """Claim up to ``limit`` limited jobs of ``params["queue"]`` under their limits
+        (inside the caller's write transaction), and log the starts of rate-limited ones."""
+        if limit <= 0:
+            return []
+        rows = conn.execute(
+            lq.CLAIM_LIMITED, {**params, "limit": limit, "scan": max(64, 4 * limit)}
+        ).fetchall()
+        if not rows:
+            return []
+        starts = [(r[11], params["now"]) for r in rows if r[12] is not None]
+        if starts:
+            conn.executemany(lq.RECORD_START, starts)
+            conn.execute(lq.PRUNE_STARTS, {"now": params["now"]})
+        rows.sort(key=lambda r: (r[8], r[9], r[0]))
+        return [Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10]) for r in rows]
+
+    def acquire_hold(self, name: str, concurrency: int, lease: float, holder: str) -> int | None:
+        conn = self._conn()
+        with self._write():
+            now = self.now()
+            conn.execute(lq.DELETE_EXPIRED_HOLDS, {"name": name, "now": now})
+            row = conn.execute(
+                lq.ACQUIRE_HOLD,
+                {
+                    "name": name, "holder": holder, "now": now, "expires": now + lease,
+                    "concurrency": concurrency,
+                },
+            ).fetchone()  # fmt: skip
+        return int(row[0]) if row else None
+
+    def extend_hold(self, hold_id: int, lease: float) -> bool:
+        conn = self._conn()
+        with self._write():
+            now = self.now()
+            cur = conn.execute(lq.EXTEND_HOLD, {"id": hold_id, "now": now, "expires": now + lease})
+        return cur.rowcount == 1
+
+    def release_hold(self, hold_id: int) -> bool:
+        conn = self._conn()
+        with self._write():
+            cur = conn.execute(lq.RELEASE_HOLD, {"id": hold_id})
+        return cur.rowcount == 1
+
+    def limit_usage(self) -> list[LimitUsage]:
+        rows = self._read(lq.LIMIT_USAGE, {"now": self.now()})
+        return [
+            LimitUsage(r[0], int(r[1]), int(r[2]), int(r[3]), None if r[4] is None else int(r[4]))
+            for r in rows
+        ]
