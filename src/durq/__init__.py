@@ -14,9 +14,13 @@ Quick start::
     # elsewhere: durq worker myapp:dq
 """
 
+from durq import blobs
 from durq.app import Durq
 from durq.context import JobContext, context
 from durq.errors import (
+    BlobError,
+    BlobGone,
+    BlobNotFound,
     ConfigError,
     DurqError,
     JobFailed,
@@ -42,6 +46,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AttemptError",
+    "BlobError",
+    "BlobGone",
+    "BlobNotFound",
     "ConfigError",
     "Durq",
     "DurqError",
@@ -62,6 +69,7 @@ __all__ = [
     "Transient",
     "UnknownTask",
     "Worker",
+    "blobs",
     "constant",
     "context",
     "exponential",

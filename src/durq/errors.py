@@ -89,3 +89,19 @@ class Transient(TaskSignal):
     def __init__(self, message: str = "", retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+# -- blobs --
+
+
+class BlobError(DurqError):
+    """Base of the blob store's errors (durq.blobs)."""
+
+
+class BlobNotFound(BlobError, LookupError):
+    """No blob record with that key (never stored, or its record was garbage-collected)."""
+
+
+class BlobGone(BlobError):
+    """The blob's record exists but its bytes do not (released by gc or an unref and kept
+    only for its external id, or deleted from the root by hand): put the bytes again."""
