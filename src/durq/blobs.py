@@ -645,7 +645,7 @@ class BlobStore:
                 if self._delete_bytes(key, size):
                     summary.deleted += 1
                     summary.freed += size
-            if not collected.released:
+            if not collected.released and not collected.dead_refs:
                 break
         cutoff = time.time() - grace
         self._sweep_tmp(cutoff, summary)

@@ -428,3 +428,24 @@ def test_put_of_a_50_mb_stream_keeps_memory_flat(app: durq.Durq, tmp_path: Path)
     assert os.path.getsize(blobs.path(key)) == size
     # a few 1 MiB chunks at most, never the 50 MB
     assert peak < 8 * 1024 * 1024, f"put held {peak / 2**20:.1f} MiB at its peak"
+
+
+def test_ref_and_unref_racing_keep_holds_exact(
+    make: Callable[[], durq.Durq], tmp_path: Path
+) -> None:
+    """ref, unref and gc at once on the same blob: no error (no deadlock), and the
+    holds counter always equals the references that exist."""
+    root = tmp_path / "blobs"
+    stores = [BlobStore(make(), root) for _ in range(3)]
+    key = stores[0].put(DATA, holder="anchor")
+    for i in range(30):
+        holder = f"h{i % 3}"
+        out = at_once(
+            lambda holder=holder: stores[0].ref(key, holder),
+            lambda holder=holder: stores[1].unref(key, holder),
+            lambda: stores[2].gc(grace=0),
+        )
+        assert not [o for o in out if isinstance(o, BaseException)], out
+        info = stores[0].info(key)
+        assert info.holds == len(stores[0].holders(key))
+        assert info.present

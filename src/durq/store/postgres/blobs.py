@@ -6,7 +6,8 @@ transaction as the ``blob_refs`` row it counts. Under READ COMMITTED a statement
 for a row lock re-checks its WHERE clause against the row's newest version (not against a
 sub-select's snapshot), so every release is conditional on columns of the blob row itself
 (``holds = 0 AND stored``): a ``ref`` that locked and changed the row first makes the release
-miss it, and a release that won first makes the ``ref`` find no row.
+miss it, and a release that won first makes the ``ref`` find no row. gc picks its rows with
+``FOR UPDATE SKIP LOCKED``: rows another transaction holds wait for the next pass.
 """
 
 from __future__ import annotations
@@ -51,11 +52,19 @@ WHERE r.key = %(key)s AND r.job_id IS NOT NULL
 RETURNING r.key
 """
 
-DELETE_DEAD_REFS = """
-DELETE FROM {s}.blob_refs r
+# Lock order, everywhere: the blob row first, then its blob_refs rows (ref, unref and gc
+# alike), so that they cannot deadlock; gc locks several blob rows in key order.
+LOCK_BLOB = "SELECT holds FROM {s}.blobs WHERE key = %(key)s FOR UPDATE"
+
+# Blobs with job references whose job row is gone (a read: no locks).
+DEAD_REF_KEYS = """
+SELECT DISTINCT r.key FROM {s}.blob_refs r
 WHERE r.job_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.id = r.job_id)
-RETURNING r.key
+ORDER BY r.key
+LIMIT %(limit)s
 """
+
+LOCK_BLOBS = "SELECT key FROM {s}.blobs WHERE key = ANY(%(keys)s::text[]) ORDER BY key FOR UPDATE"
 
 RELEASE_DROP = """
 DELETE FROM {s}.blobs
@@ -74,7 +83,9 @@ DELETE FROM {s}.blobs
 WHERE key IN (SELECT key FROM {s}.blobs
               WHERE stored AND holds = 0 AND external_id IS NULL
                 AND touched_at <= {s}.epoch(%(at)s) - %(grace)s
-              LIMIT %(limit)s)
+              ORDER BY key
+              LIMIT %(limit)s
+              FOR UPDATE SKIP LOCKED)
   AND stored AND holds = 0 AND external_id IS NULL
   AND touched_at <= {s}.epoch(%(at)s) - %(grace)s
 RETURNING key, size
@@ -85,7 +96,9 @@ UPDATE {s}.blobs SET stored = false
 WHERE key IN (SELECT key FROM {s}.blobs
               WHERE stored AND holds = 0 AND external_id IS NOT NULL
                 AND touched_at <= {s}.epoch(%(at)s) - %(grace)s
-              LIMIT %(limit)s)
+              ORDER BY key
+              LIMIT %(limit)s
+              FOR UPDATE SKIP LOCKED)
   AND stored AND holds = 0 AND external_id IS NOT NULL
   AND touched_at <= {s}.epoch(%(at)s) - %(grace)s
 RETURNING key, size

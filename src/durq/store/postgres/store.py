@@ -565,6 +565,7 @@ class PostgresStore(Shortcuts):
     def blob_unref(self, key: str, holder: str, release: bool) -> BlobRelease:
         sql = self._bsql
         with self._tx() as conn:
+            conn.execute(sql["LOCK_BLOB"], {"key": key})  # the blob row first (see blobs.py)
             if conn.execute(sql["DELETE_REF"], {"key": key, "holder": holder}).fetchone() is None:
                 return BlobRelease(False, False)
             dead = len(conn.execute(sql["DELETE_DEAD_REFS_OF"], {"key": key}).fetchall())
@@ -582,10 +583,14 @@ class PostgresStore(Shortcuts):
         sql = self._bsql
         with self._tx() as conn:
             dead: dict[str, int] = {}
-            for (key,) in conn.execute(sql["DELETE_DEAD_REFS"]).fetchall():
-                dead[key] = dead.get(key, 0) + 1
-            for key, n in sorted(dead.items()):  # in key order: no deadlock between two gcs
-                conn.execute(sql["ADD_HOLDS"], {"key": key, "n": -n})
+            keys = [r[0] for r in conn.execute(sql["DEAD_REF_KEYS"], {"limit": limit})]
+            if keys:  # blob rows first, in key order, then their references
+                conn.execute(sql["LOCK_BLOBS"], {"keys": keys}).fetchall()
+            for key in keys:
+                n = len(conn.execute(sql["DELETE_DEAD_REFS_OF"], {"key": key}).fetchall())
+                if n:
+                    dead[key] = n
+                    conn.execute(sql["ADD_HOLDS"], {"key": key, "n": -n})
             params = {"at": self._at(), "grace": float(grace), "limit": limit}
             dropped = conn.execute(sql["COLLECT_DROP"], params).fetchall()
             kept = conn.execute(sql["COLLECT_KEEP"], params).fetchall()
