@@ -14,10 +14,14 @@ Quick start::
     # elsewhere: durq worker myapp:dq
 """
 
+from durq import blobs
 from durq.alerts import Alert
 from durq.app import Durq
 from durq.context import JobContext, context
 from durq.errors import (
+    BlobError,
+    BlobGone,
+    BlobNotFound,
     ConfigError,
     DurqError,
     JobFailed,
@@ -51,6 +55,9 @@ __version__ = "0.1.0"
 __all__ = [
     "Alert",
     "AttemptError",
+    "BlobError",
+    "BlobGone",
+    "BlobNotFound",
     "ConfigError",
     "Durq",
     "DurqError",
@@ -78,6 +85,7 @@ __all__ = [
     "Transient",
     "UnknownTask",
     "Worker",
+    "blobs",
     "constant",
     "context",
     "exponential",

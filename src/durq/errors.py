@@ -150,3 +150,19 @@ class StepResultError(PayloadError, Permanent):
 
 class LimitTimeout(DurqError, TimeoutError):
     """:meth:`durq.Durq.limit` found no free slot within its ``timeout``; nothing is held."""
+
+
+# -- blobs --
+
+
+class BlobError(DurqError):
+    """Base of the blob store's errors (durq.blobs)."""
+
+
+class BlobNotFound(BlobError, LookupError):
+    """No blob record with that key (never stored, or its record was garbage-collected)."""
+
+
+class BlobGone(BlobError):
+    """The blob's record exists but its bytes do not (released by gc or an unref and kept
+    only for its external id, or deleted from the root by hand): put the bytes again."""

@@ -5,6 +5,11 @@ each action is ``exit`` (``os._exit(137)``, like a SIGKILL), ``raise`` (raises
 :class:`FailpointError`) or ``sleep:<seconds>``. An optional ``@<n>`` fires only on the
 n-th hit (``after_claim=exit@3``). Read once at import: when the variable is unset,
 :func:`hit` is a dictionary lookup on an empty dict.
+
+Blob store points (durq.blobs): ``blob_written`` (a put's temp file is written and fsynced,
+not yet in place), ``blob_recorded`` (the bytes are in place under their key, about to be
+recorded in the database), ``blob_released`` (a release won in the database, the bytes not
+yet deleted).
 """
 
 from __future__ import annotations

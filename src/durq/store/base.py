@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from durq.pause import QueuePause
 
 from durq.steps import StepRecord
+from durq.store.blobs import BlobCollected, BlobRecord, BlobRelease, PutResult, RefResult
 from durq.store.limits import JobLimit, LimitUsage
 
 
@@ -318,6 +319,66 @@ class Store(Protocol):
     def limit_usage(self) -> list[LimitUsage]:
         """Every limit key with running or queued jobs or live holds, by name."""
         ...
+
+    # -- blobs --
+
+    def blob_put(
+        self,
+        key: str,
+        size: int,
+        *,
+        name: str | None,
+        holder: str | None,
+        job_id: int | None,
+        alias: str | None,
+        only_if_stored: bool,
+    ) -> PutResult:
+        """Record blob ``key`` (``size`` bytes) as stored, in one transaction with an optional
+        reference (``holder``, and ``job_id`` for a job's) and ``alias``. With
+        ``only_if_stored`` only touch a record that is already stored (else ``absent``)."""
+        ...
+
+    def blob_ref(self, key: str, holder: str, job_id: int | None) -> RefResult:
+        """Add a reference (one transaction; touches the blob)."""
+        ...
+
+    def blob_unref(self, key: str, holder: str, release: bool) -> BlobRelease:
+        """Remove a reference; with ``release``, when none is left (dead job references
+        swept), release the bytes in the same transaction: exactly one caller wins."""
+        ...
+
+    def blob_collect(self, grace: float, limit: int) -> BlobCollected:
+        """Sweep dead job references and release up to ``limit`` blobs that nothing holds and
+        nothing touched for ``grace`` seconds (conditional: one caller wins each)."""
+        ...
+
+    def blob_stored(self, keys: Sequence[str]) -> set[str]:
+        """The keys among ``keys`` recorded as stored."""
+        ...
+
+    def blob_get(self, key: str) -> BlobRecord | None: ...
+
+    def blob_list(self, after: str, limit: int) -> list[BlobRecord]:
+        """Records with key > ``after``, by key."""
+        ...
+
+    def blob_holders(self, key: str) -> list[tuple[str, int | None, float]]:
+        """(holder, job_id, created_at) of each reference to ``key``."""
+        ...
+
+    def blob_aliases(self, key: str) -> list[str]: ...
+
+    def blob_set_external(self, key: str, external_id: str | None) -> bool:
+        """False: no record for ``key``."""
+        ...
+
+    def blob_alias(self, name: str, key: str) -> bool:
+        """Point alias ``name`` at ``key`` (replacing); False: no record for ``key``."""
+        ...
+
+    def blob_unalias(self, name: str) -> bool: ...
+
+    def blob_lookup(self, name: str) -> BlobRecord | None: ...
 
 
 class Shortcuts:
