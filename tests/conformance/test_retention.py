@@ -185,3 +185,26 @@ def test_status_lists_running_jobs_with_their_progress(app: durq.Durq) -> None:
     assert running[1]["progress"] is None and running[0]["attempt"] == 1
     assert idle.id not in [r["id"] for r in running]
     assert [r["id"] for r in app.running_progress(limit=1)] == [b.id]
+
+
+def test_members_of_a_batch_that_has_not_fired_are_kept(app: durq.Durq, clock: Clock) -> None:
+    """Pruning a finished member of an open batch would change its counts (or, for a
+    member the batch still waits on, keep it from ever firing): such members stay until
+    the batch has fired, then go like any other finished job."""
+    register(app)
+    w = app.tasks["work"]
+    with app.batch() as batch:
+        first = w.enqueue(n=1)
+        second = w.enqueue(n=2)
+    (c,) = app.store.claim("default", ["work"], 1, LEASE, "w1")
+    assert c.id == first.id
+    app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="1", batch_id=batch.id)])
+    clock.advance(365 * DAY)
+    assert app.prune(older_than=0) == 0  # the batch is open: its finished member stays
+    assert exists(app, first.id)
+    (c,) = app.store.claim("default", ["work"], 1, LEASE, "w1")
+    app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="2", batch_id=batch.id)])
+    assert app.batch_status(batch.id).state == "done"
+    clock.advance(365 * DAY)
+    assert app.prune(older_than=0) == 2
+    assert not exists(app, first.id) and not exists(app, second.id)
