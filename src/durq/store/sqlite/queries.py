@@ -78,11 +78,13 @@ RETURNING id, queue, task, payload, CAST(attempts AS INTEGER), CAST(max_attempts
           CAST(run_at AS REAL), batch_id
 """
 
-# A read before a claim, so that an idle worker takes the write lock only when work is due.
+# A read before a claim, so that an idle worker takes the write lock only when work is due
+# in a queue that is not paused.
 ANY_READY = """
 SELECT EXISTS (SELECT 1 FROM jobs
                WHERE state = 'queued' AND queue IN (SELECT value FROM json_each(:queues))
-                 AND run_at <= :now AND task IN (SELECT value FROM json_each(:tasks)))
+                 AND run_at <= :now AND task IN (SELECT value FROM json_each(:tasks))
+                 AND queue NOT IN (SELECT name FROM queues WHERE paused = 1))
 """
 
 FINISH_SUCCEEDED = """
