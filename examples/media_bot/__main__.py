@@ -8,6 +8,7 @@ demo    a fake chat API, the fake downloader on PATH, a few users, one bot; a tr
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -30,15 +31,15 @@ def _bot(args: argparse.Namespace, chat_url: str, **options: object) -> MediaBot
 
 def serve(args: argparse.Namespace) -> int:
     bot = _bot(args, args.chat_url, time_scale=args.time_scale, update_cron=args.update_cron,
-               large=args.large)  # fmt: skip
-    return bot.serve(lease=args.lease, grace=args.grace)
+               large=args.large, lease=args.lease)  # fmt: skip
+    return bot.serve(grace=args.grace)
 
 
 def gc(args: argparse.Namespace) -> int:
     bot = _bot(args, "http://127.0.0.1:9")
     purged = bot.dq.prune(args.age, queue=QUEUE)  # their job references to blobs go too
     summary = bot.blobs.gc(grace=args.grace)
-    say("gc", purged_jobs=purged, **{k: v for k, v in vars(summary).items() if k != "keys"})
+    say("gc", purged_jobs=purged, **dataclasses.asdict(summary))
     bot.dq.close()
     return 0
 

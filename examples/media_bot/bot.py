@@ -111,6 +111,7 @@ class MediaBot:
         time_scale: float = 1.0,
         update_cron: str = "*/5 * * * *",  # "YTDLP_UPDATE_INTERVAL = 5 min"
         large: int = LARGE,
+        lease: float = 30.0,
     ) -> None:
         self.dq = durq.Durq(url)
         self.blobs = BlobStore(self.dq, data_dir / "blobs")
@@ -118,6 +119,7 @@ class MediaBot:
         self.work.mkdir(parents=True, exist_ok=True)
         self.chat = Chat(chat_url)
         self.large = large
+        self.lease = lease  # the jobs' lease, also that of the per-video hold
         self.fetch = self.dq.task(
             name="fetch",
             queue=QUEUE,
@@ -187,7 +189,9 @@ class MediaBot:
             meta = self.metadata(url, via=f"job:{ctx.job_id}")
             if not confirmed and int(meta.get("filesize_approx") or 0) > self.large:
                 return self._park(ctx, chat_id, url, status, meta)
-            with self.dq.limit(f"video:{meta['logical']}", 1, lease=60):  # one fetch per video
+            with self.dq.limit(
+                f"video:{meta['logical']}", 1, lease=self.lease
+            ):  # one fetch per video
                 file_id = self.send_video(chat_id, url, meta, job=ctx.job_id)
         except Exception as exc:
             final = classify(exc, RULES).kind == PERMANENT or ctx.attempt >= ctx.max_attempts
@@ -217,6 +221,13 @@ class MediaBot:
     def send_video(self, chat_id: int, url: str, meta: dict[str, Any], job: int) -> str:
         """Send the video by the chat's file id, else from stored bytes, else download it."""
         found = self.blobs.lookup(meta["logical"])
+        key = None
+        if found and found.stored:  # this job holds the bytes (a reference dies with the job)
+            try:
+                self.blobs.ref(found.key, job=job)
+                key = found.key
+            except durq.BlobNotFound:
+                pass  # released a moment ago: download it again
         if found and found.external_id:
             try:
                 result = self.chat.call("sendVideo", chat_id=chat_id, video=found.external_id)
@@ -225,14 +236,6 @@ class MediaBot:
                 if "wrong file identifier" not in str(exc):
                     raise
                 self.forget_file(found.key)  # a stale memo: fall back to bytes or the source
-                found = self.blobs.lookup(meta["logical"])
-        key = None
-        if found and found.stored:
-            try:
-                self.blobs.ref(found.key, job=job)
-                key = found.key
-            except durq.BlobNotFound:
-                pass  # released a moment ago: download it again
         if key is None:
             path = self.download(url, meta, via=f"job:{job}")
             name = f"{meta['id']}.{meta['ext']}"
@@ -324,12 +327,12 @@ class MediaBot:
             for done in waits:
                 done.result()
 
-    def serve(self, lease: float = 30.0, grace: float = 30.0) -> int:
+    def serve(self, grace: float = 30.0) -> int:
         """The bot: the update loop in a thread, the durq worker in this one (SIGTERM: drain)."""
         stop = threading.Event()
         pool = ThreadPoolExecutor(8, thread_name_prefix="handler")
         threading.Thread(target=self.poll, args=(stop, pool), daemon=True).start()
-        worker = self.dq.worker(concurrency=SLOTS + 3, lease=lease, grace=grace)
+        worker = self.dq.worker(concurrency=SLOTS + 3, lease=self.lease, grace=grace)
         say("bot_started", pid=os.getpid(), ytdlp=shutil.which("yt-dlp"))
         try:
             return int(worker.run(install_signals=True))
