@@ -6,7 +6,7 @@ HASH := $(shell cksum pyproject.toml | cut -d' ' -f1)
 DEV := $(VENV)/.dev-$(HASH)
 BENCH := $(VENV)/.bench-$(HASH)
 
-.PHONY: demo test bench lint clean clean-demo
+.PHONY: demo examples test bench lint clean clean-demo
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,14 @@ $(BENCH): pyproject.toml $(DEV)
 
 demo: $(DEV)
 	$(PY) -m examples.podcast_mirror
+
+# Every example application's demo, one after the other (each says what it shows).
+examples: $(DEV)
+	$(PY) -m examples.podcast_mirror --feeds podcasting20,cre
+	$(PY) -m examples.podcast_import demo
+	$(PY) -m examples.delivery_gateway demo
+	$(PY) -m examples.media_bot demo
+	$(PY) -m examples.generation_bot demo
 
 test: $(DEV)
 	$(PY) -m pytest $(PYTEST_ARGS)
