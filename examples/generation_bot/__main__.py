@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-import durq
 from durq.observability.events import configure_json_logging
 
 from .bot import FREE_REQUEUES, QUEUE, SHUTDOWN_GRACE, Bot, create_app, watch_failures
@@ -53,7 +52,7 @@ def make_api(bot: Bot, db: Path, chat_url: str) -> Any:
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    from .bot import TEXTS, _post
+    from .bot import _post
 
     with sqlite3.connect(db) as conn:
         conn.execute(UPLOADS)
@@ -181,50 +180,81 @@ def command(args: argparse.Namespace) -> int:
 
 
 def demo(args: argparse.Namespace) -> int:
+    """Fakes in this process; the API and the bot as two child processes on one file."""
+    import shutil
+    import subprocess
     import urllib.request
 
     from . import fakes
 
     server, _ = fakes.serve()
-    args.fakes_url = f"http://127.0.0.1:{server.server_address[1]}"
-    args.time_scale = 0.01
-    bot, db = _open(args)
-    world = server.world
-    world.set_provider("primary", "ok", ["429", "429:40"])  # two rate limits, then a pack
-    from starlette.testclient import TestClient
+    world, url = server.world, f"http://127.0.0.1:{server.server_address[1]}"
+    shutil.rmtree(args.data_dir, ignore_errors=True)
+    base = [sys.executable, "-m", "examples.generation_bot", "--data-dir", args.data_dir,
+            "--fakes-url", url, "--time-scale", "0.01"]  # fmt: skip
+    children: list[subprocess.Popen[str]] = []
 
-    client = TestClient(make_api(bot, db, args.fakes_url))
-    print("uploads while the bot is down:",
-          [client.post("/photos", json={"request_id": f"r{i}", "chat_id": f"guest{i}",
-                                        "photo": f"slow200-p{i}"}).json() for i in (1, 2)])  # fmt: skip
-    lead = {"requestId": "L1", "name": "Ann", "contact": "@ann"}
-    print("lead, sent twice:", [client.post("/leads", json=lead).json() for _ in range(2)])
-    worker = bot.dq.worker(concurrency=4, lease=5, grace=SHUTDOWN_GRACE * bot.scale)
-    worker.run(install_signals=True, stop_when_idle=True)
-    world.set_provider("primary", "402")
-    world.set_provider("fallback", "402")
-    print("upload while the AI account is empty:",
-          client.post("/photos", json={"request_id": "r3", "chat_id": "guest3",
-                                       "photo": "p3"}).json())  # fmt: skip
-    stop = threading.Event()
-    threading.Thread(target=watch_failures, args=(bot, stop, 0.1), daemon=True).start()
-    worker = bot.dq.worker(concurrency=4, lease=5, grace=SHUTDOWN_GRACE * bot.scale)
-    worker.run(install_signals=True, stop_when_idle=True)
-    time.sleep(0.5)  # the failure reporter's next tick
-    bot.dq.worker(concurrency=4, lease=5).run(install_signals=True, stop_when_idle=True)
-    stop.set()
-    print("next upload:", client.post("/photos", json={"request_id": "r4", "chat_id": "guest4",
-                                                       "photo": "p4"}).status_code)  # fmt: skip
-    print("/resume:", bot.dq.resume(QUEUE, source="auto"), "maintenance:", bot.dq.paused(QUEUE))
-    for chat in ("guest1", "guest2", "guest3", "admin", "leads"):
-        print(f"{chat:>7}: {world.sent_to(chat)}")
-    with urllib.request.urlopen(f"{args.fakes_url}/admin/log") as log:
-        calls = json.loads(log.read())["calls"]
-    print("provider calls:", [(c["provider"], c["photo"], c["answer"]) for c in calls])
-    server.shutdown()
-    server.server_close()
-    bot.dq.close()
-    return 0
+    def child(*verb: str) -> dict[str, Any]:
+        """Start a child; its first line (api_listening / bot_started) says it is ready."""
+        children.append(subprocess.Popen([*base, *verb], stdout=subprocess.PIPE, text=True))
+        assert children[-1].stdout is not None
+        first: dict[str, Any] = json.loads(children[-1].stdout.readline())
+        print("  ", first)
+        return first
+
+    def post(path: str, body: dict[str, Any]) -> Any:
+        req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode())
+        try:
+            with urllib.request.urlopen(req) as answer:
+                return json.loads(answer.read())
+        except urllib.error.HTTPError as exc:
+            return {"status": exc.code, **json.loads(exc.read())}
+
+    def until(check: Any) -> None:
+        while not check():
+            time.sleep(0.05)
+
+    try:
+        print("1. the API runs, the bot does not:")
+        port = child("api", "--port", "0")["port"]
+        world.set_provider("primary", "429", ["429", "429:40"])  # rate limits, then the fallback
+        for rid in ("ann", "bob"):
+            print("   upload:", post("/photos", {"request_id": rid, "chat_id": rid,
+                                              "photo": f"p-{rid}"}))  # fmt: skip
+        lead = {"requestId": "L-1", "name": "Cy", "contact": "@cy"}
+        print("   lead, sent twice:", post("/leads", lead), post("/leads", lead))
+        print("2. the bot starts and works through the outbox:")
+        child("bot")
+        until(lambda: [len(world.sent_to(g)) for g in ("ann", "bob", "leads")] == [2, 2, 1])
+        print("3. the AI account runs dry (402 from both providers):")
+        world.set_provider("primary", "402")
+        world.set_provider("fallback", "402")
+        print(
+            "   upload:", post("/photos", {"request_id": "dan", "chat_id": "dan", "photo": "p-dan"})
+        )
+        until(lambda: len(world.sent_to("dan")) == 2)
+        print(
+            "   next upload:",
+            post("/photos", {"request_id": "eve", "chat_id": "eve", "photo": "p-eve"}),
+        )
+        world.set_provider("primary", "ok")
+        resumed = subprocess.run([*base, "command", "/resume"], capture_output=True, text=True)
+        print("   /resume:", resumed.stdout.strip())
+        print(
+            "   upload:", post("/photos", {"request_id": "eve", "chat_id": "eve", "photo": "p-eve"})
+        )
+        until(lambda: len(world.sent_to("eve")) == 2)
+        for chat in ("ann", "bob", "dan", "eve", "admin", "leads"):
+            print(f"{chat:>7}: {world.sent_to(chat)}")
+        print("provider calls:", [(c["provider"], c["photo"], c["answer"]) for c in world.calls])
+        return 0
+    finally:
+        for proc in children:
+            if proc.poll() is None:
+                proc.terminate()
+            proc.wait(30)
+        server.shutdown()
+        server.server_close()
 
 
 def main(argv: list[str] | None = None) -> int:

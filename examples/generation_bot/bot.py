@@ -148,10 +148,10 @@ def create_app(url: str, *, chat_url: str, ai_url: str, time_scale: float = 1.0)
                     pack = call(provider, photo)
                 except ProviderError as exc:
                     errors.append(str(exc))
-                    if exc.status == 429 and exc.error != "daily_quota_exceeded":
-                        if retry < len(PROVIDER_DELAYS):
-                            time.sleep(provider_delay(retry, exc.retry_after, s))
-                            continue
+                    limited = exc.status == 429 and exc.error != "daily_quota_exceeded"
+                    if limited and retry < len(PROVIDER_DELAYS):
+                        time.sleep(provider_delay(retry, exc.retry_after, s))
+                        continue
                     billing |= exc.status == 402
                     break  # next provider
                 if ctx.lease_lost or dq.get(ctx.job_id).state != "running":
@@ -180,7 +180,9 @@ def create_app(url: str, *, chat_url: str, ai_url: str, time_scale: float = 1.0)
         dq.alert(f"generation_failed:{job_id}", f"job {job_id} failed after "
                  f"{job.attempts} attempt(s): {why}", severity="error", cooldown=ALERT_COOLDOWN)  # fmt: skip
 
-    @dq.task(queue=LEADS_QUEUE, max_attempts=5, backoff=durq.tiers([5 * s, 15 * s, 60 * s, 300 * s]))
+    @dq.task(
+        queue=LEADS_QUEUE, max_attempts=5, backoff=durq.tiers([5 * s, 15 * s, 60 * s, 300 * s])
+    )
     def publish_lead(name: str, contact: str) -> None:
         """Post a lead card to the leads group; the lead number is the job id."""
         send(LEADS_CHAT, f"Lead #{durq.context().job_id}: {name}, {contact}")

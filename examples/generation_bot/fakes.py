@@ -19,6 +19,7 @@ per-photo behaviour: a ``slow<ms>-`` prefix answers after that many milliseconds
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -93,10 +94,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a killed caller
             self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the caller was killed while it waited (a test's SIGKILL)
 
     def do_GET(self) -> None:
         world = self.server.world
