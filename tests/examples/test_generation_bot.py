@@ -3,8 +3,10 @@ one SQLite file, real signals, and fake AI providers and a fake chat service on 
 record every call and message.
 
 Each test names the part of the write-up it checks. Time runs scaled (``--time-scale``):
-at 0.01, the 5/15-minute deadlines are 3 s / 9 s, the 429 delays 50/150/300 ms and the
-15 s shutdown grace 150 ms. Lead numbers and job ids are durq job ids.
+at 0.01 (the 429 test) the 5/15-minute deadlines are 3 s / 9 s and the 429 delays 50, 150,
+300 ms; the deadline test runs at 0.006; the others at ``SLOW`` (0.05: deadlines 15 s /
+45 s, which they must not reach even on a loaded machine, and a 750 ms shutdown grace).
+Lead numbers and job ids are durq job ids.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from examples.generation_bot import fakes
 
 import durq
 from tests.support.procs import ROOT, wait_for
+
+SLOW = 0.05
 
 
 class Proc:
@@ -132,7 +136,7 @@ def test_uploads_while_the_bot_is_down_are_processed_when_it_starts(
     by the bot process; "the API can accept photos and leads while the bot is down") and
     'Landing': a visitor retry with the same requestId gets the same lead number."""
     w, url = world
-    procs.append(api := Proc(tmp_path, url, 0.01, "api", "--port", "0"))
+    procs.append(api := Proc(tmp_path, url, SLOW, "api", "--port", "0"))
     port = api.port()
     ids = [upload(port, f"guest{i}", f"p{i}") for i in (1, 2)]
     assert upload(port, "guest1", "p1") == ids[0]  # a retried upload: the same job
@@ -143,7 +147,7 @@ def test_uploads_while_the_bot_is_down_are_processed_when_it_starts(
     time.sleep(0.5)
     assert w.calls == [] and w.sent_to("leads") == []  # nobody delivers yet: the bot is down
     assert w.sent_to("guest1") == ["Generating..."]
-    procs.append(Proc(tmp_path, url, 0.01, "bot").started())
+    procs.append(Proc(tmp_path, url, SLOW, "bot").started())
     wait_for(lambda: all(j.state == "succeeded" for j in jobs(tmp_path).values()), 20)
     wait_for(lambda: len(w.sent_to("leads")) == 2 and len(w.sent_to("guest1")) == 2 and
              len(w.sent_to("guest2")) == 2, 10)  # fmt: skip
@@ -214,10 +218,10 @@ def test_402_everywhere_pauses_alerts_once_and_only_resume_of_auto_clears_it(
     w, url = world
     w.set_provider("primary", "402")
     w.set_provider("fallback", "402")
-    procs.append(api := Proc(tmp_path, url, 0.01, "api", "--port", "0"))
+    procs.append(api := Proc(tmp_path, url, SLOW, "api", "--port", "0"))
     port = api.port()
     ids = [upload(port, f"g{i}", f"slow300-p{i}") for i in range(2)]
-    procs.append(bot := Proc(tmp_path, url, 0.01, "bot").started())
+    procs.append(bot := Proc(tmp_path, url, SLOW, "bot").started())
     wait_for(lambda: all(j.state == "failed" for j in jobs(tmp_path).values()), 20)
     for job_id in ids:
         job = jobs(tmp_path)[job_id]
@@ -240,13 +244,13 @@ def test_402_everywhere_pauses_alerts_once_and_only_resume_of_auto_clears_it(
     assert bot.terminate() == 0
 
     # MAINTENANCE_MODE=1 at bot start: an env pause that /resume cannot clear.
-    procs.append(bot := Proc(tmp_path, url, 0.01, "bot", MAINTENANCE_MODE="1").started())
+    procs.append(bot := Proc(tmp_path, url, SLOW, "bot", MAINTENANCE_MODE="1").started())
     assert bot.events("bot_started")[0]["maintenance"] == "env"
     code, answer = command(tmp_path, url, "/resume")
     assert code == 1 and answer["maintenance"] == "env" and "restart" in answer["note"]
     assert post(port, "/photos", {"request_id": "g4", "chat_id": "g4", "photo": "p4"})[0] == 503
     assert bot.terminate() == 0
-    procs.append(Proc(tmp_path, url, 0.01, "bot", MAINTENANCE_MODE="0").started())
+    procs.append(Proc(tmp_path, url, SLOW, "bot", MAINTENANCE_MODE="0").started())
     assert upload(port, "g4", "p4") > ok  # set to 0 and restarted: open again
 
 
@@ -256,29 +260,29 @@ def test_deadlines_from_created_at_and_an_outage_longer_than_both(
     """'Deadlines persisted in the database': "still working" at 5 minutes and the failure
     at 15, from created_at, sent once each; "a bot that was down for 20 minutes fails
     overdue jobs on its first sweep and does not send the still working notice to them
-    first". At scale 0.005: notice 1.5 s, deadline 4.5 s, the outage 6 s."""
+    first". At scale 0.006: notice 1.8 s, deadline 5.4 s, the outage 7.2 s."""
     w, url = world
-    scale = 0.005
+    scale = 0.006
     procs.append(api := Proc(tmp_path, url, scale, "api", "--port", "0"))
     port = api.port()
     overdue = upload(port, "olga", "p-olga")  # uploaded during an outage ...
     time.sleep(app.DEADLINE * scale * 20 / 15)  # ... that lasts "20 minutes"
-    slow = upload(port, "sam", "slow2500-p-sam")  # done between notice and deadline
-    stuck = upload(port, "tim", "slow5500-p-tim")  # still running at the deadline
     procs.append(Proc(tmp_path, url, scale, "bot").started())
+    wait_for(lambda: state(tmp_path, overdue)[0] == "expired", 10)
+    slow = upload(port, "sam", "slow3600-p-sam")  # done between notice and deadline
+    stuck = upload(port, "tim", "slow6400-p-tim")  # still running at the deadline
     wait_for(lambda: state(tmp_path, slow)[0] == "succeeded", 20)
     wait_for(lambda: state(tmp_path, stuck)[0] == "expired", 20)
-    assert state(tmp_path, overdue)[0] == "expired"
     wait_for(lambda: len(w.sent_to("tim")) == 3, 10)
-    time.sleep(5500 / 1000 - app.DEADLINE * scale + 0.5)  # the stuck call returns meanwhile
+    time.sleep(6.4 - app.DEADLINE * scale + 0.5)  # the stuck call returns meanwhile
     assert w.sent_to("olga") == ["Generating...", app.TEXTS["failed"]]  # no notice first
     assert w.calls_for("p-olga") == []  # never started
     assert w.sent_to("sam") == [
         "Generating...", app.TEXTS["slow"],
-        "Your sticker pack is ready: https://t.me/addstickers/pack_slow2500-p-sam",
+        "Your sticker pack is ready: https://t.me/addstickers/pack_slow3600-p-sam",
     ]  # fmt: skip
     assert w.sent_to("tim") == ["Generating...", app.TEXTS["slow"], app.TEXTS["failed"]]
-    assert len(w.calls_for("slow5500-p-tim")) == 1  # its late pack is not sent
+    assert len(w.calls_for("slow6400-p-tim")) == 1  # its late pack is not sent
     job = jobs(tmp_path)[stuck]
     assert job.deadline is not None and job.notice_at is not None
     assert job.deadline - job.created_at == pytest.approx(app.DEADLINE * scale)
@@ -289,21 +293,21 @@ def test_sigterm_requeues_running_jobs_the_first_two_times_for_free(
     tmp_path: Path, world: tuple[fakes.World, str], procs: list[Proc]
 ) -> None:
     """'Graceful shutdown and requeue': SIGTERM -> slots take no new jobs -> 15 s grace
-    (150 ms here) -> running jobs requeued, "the first 2 such requeues of a job are free;
+    (750 ms here) -> running jobs requeued, "the first 2 such requeues of a job are free;
     later ones consume an attempt" (MAX_ATTEMPTS 2), so restarts cannot loop a job forever."""
     w, url = world
-    procs.append(api := Proc(tmp_path, url, 0.01, "api", "--port", "0"))
+    procs.append(api := Proc(tmp_path, url, SLOW, "api", "--port", "0"))
     job = upload(api.port(), "uma", "slow20000-p-uma")
     seen = []
     for n in range(1, 5):
-        procs.append(bot := Proc(tmp_path, url, 0.01, "bot").started())
+        procs.append(bot := Proc(tmp_path, url, SLOW, "bot").started())
         wait_for(lambda n=n: len(w.calls_for("slow20000-p-uma")) == n, 20)
         assert bot.terminate() == 0
         seen.append(state(tmp_path, job))
     assert seen == [("queued", 0), ("queued", 0), ("queued", 1), ("failed", 2)]
     errors = jobs(tmp_path)[job].errors
     assert [e.kind for e in errors] == ["shutdown", "shutdown"]  # the charged ones only
-    procs.append(Proc(tmp_path, url, 0.01, "bot").started())  # the next start reports it
+    procs.append(Proc(tmp_path, url, SLOW, "bot").started())  # the next start reports it
     wait_for(lambda: app.TEXTS["failed"] in w.sent_to("uma"), 10)
     assert len(w.calls_for("slow20000-p-uma")) == 4
 
@@ -315,18 +319,18 @@ def test_after_a_sigkill_the_next_start_fails_jobs_at_the_cap_and_requeues_the_r
     would now reach the cap becomes failed, with an alert and the failure text for the
     guest; other processing jobs return to queued with one attempt consumed"."""
     w, url = world
-    procs.append(api := Proc(tmp_path, url, 0.01, "api", "--port", "0"))
+    procs.append(api := Proc(tmp_path, url, SLOW, "api", "--port", "0"))
     port = api.port()
     fresh = upload(port, "vic", "slow3000-p-vic")  # killed on its first attempt
     second = upload(port, "wes", "fail2-slow3000-p-wes")  # killed on its last attempt
-    procs.append(bot := Proc(tmp_path, url, 0.01, "bot", "--lease", "1.5").started())
+    procs.append(bot := Proc(tmp_path, url, SLOW, "bot", "--lease", "1.5").started())
     wait_for(lambda: len(w.calls_for("fail2-slow3000-p-wes")) == 3, 20)
     wait_for(lambda: len(w.calls_for("slow3000-p-vic")) == 1, 20)
     bot.proc.send_signal(signal.SIGKILL)
     bot.proc.wait(10)
     assert state(tmp_path, fresh) == ("running", 1) and state(tmp_path, second) == ("running", 2)
     time.sleep(1.6)  # the dead bot's leases run out
-    procs.append(Proc(tmp_path, url, 0.01, "bot").started())
+    procs.append(Proc(tmp_path, url, SLOW, "bot").started())
     wait_for(lambda: state(tmp_path, fresh)[0] == "succeeded", 20)
     assert state(tmp_path, fresh) == ("succeeded", 2)  # one attempt consumed by the kill
     assert state(tmp_path, second) == ("failed", 2)
@@ -343,11 +347,11 @@ def test_a_second_bot_on_the_same_data_exits_with_code_1(
     """'Single-instance lock': a second bot on the same data logs that its start was
     cancelled and exits with code 1; the lock goes with the process that held it."""
     _, url = world
-    procs.append(first := Proc(tmp_path, url, 0.01, "bot").started())
-    procs.append(second := Proc(tmp_path, url, 0.01, "bot"))
+    procs.append(first := Proc(tmp_path, url, SLOW, "bot").started())
+    procs.append(second := Proc(tmp_path, url, SLOW, "bot"))
     assert second.proc.wait(20) == 1
     assert "start cancelled: another bot process holds" in second.out.read_text()
     assert first.proc.poll() is None
     first.proc.send_signal(signal.SIGKILL)
     first.proc.wait(10)
-    procs.append(Proc(tmp_path, url, 0.01, "bot").started())  # the OS released the lock
+    procs.append(Proc(tmp_path, url, SLOW, "bot").started())  # the OS released the lock
