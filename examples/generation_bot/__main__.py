@@ -181,7 +181,6 @@ def command(args: argparse.Namespace) -> int:
 
 def demo(args: argparse.Namespace) -> int:
     """Fakes in this process; the API and the bot as two child processes on one file."""
-    import shutil
     import subprocess
     import urllib.request
 
@@ -189,7 +188,8 @@ def demo(args: argparse.Namespace) -> int:
 
     server, _ = fakes.serve()
     world, url = server.world, f"http://127.0.0.1:{server.server_address[1]}"
-    shutil.rmtree(args.data_dir, ignore_errors=True)
+    for old in Path(args.data_dir).glob("durq.db*"):  # a fresh database for each demo
+        old.unlink()
     base = [sys.executable, "-m", "examples.generation_bot", "--data-dir", args.data_dir,
             "--fakes-url", url, "--time-scale", "0.01"]  # fmt: skip
     children: list[subprocess.Popen[str]] = []

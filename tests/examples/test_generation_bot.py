@@ -292,8 +292,8 @@ def test_deadlines_from_created_at_and_an_outage_longer_than_both(
 def test_sigterm_requeues_running_jobs_the_first_two_times_for_free(
     tmp_path: Path, world: tuple[fakes.World, str], procs: list[Proc]
 ) -> None:
-    """'Graceful shutdown and requeue': SIGTERM -> slots take no new jobs -> 15 s grace
-    (750 ms here) -> running jobs requeued, "the first 2 such requeues of a job are free;
+    """'Graceful shutdown and requeue': SIGTERM -> 15 s grace (750 ms here) -> a job still
+    running is requeued, "the first 2 such requeues of a job are free;
     later ones consume an attempt" (MAX_ATTEMPTS 2), so restarts cannot loop a job forever."""
     w, url = world
     procs.append(api := Proc(tmp_path, url, SLOW, "api", "--port", "0"))
