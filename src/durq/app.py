@@ -787,6 +787,12 @@ class Durq:
         name: str | None = None
         if isinstance(on_complete, TaskClass):
             task, name = on_complete, on_complete.name
+        elif callable(on_complete):
+            raise ConfigError(
+                f"on_complete must be a task or a task name, not the plain function "
+                f"{getattr(on_complete, '__qualname__', on_complete)!r}: decorate it with "
+                f"@dq.task (the callback runs as a job)"
+            )
         elif on_complete is not None:
             name = _check_name("on_complete task name", on_complete)
             task = self.tasks.get(name)

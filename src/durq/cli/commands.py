@@ -53,7 +53,11 @@ def open_existing(url: str) -> Durq:
     if "://" not in url or url.startswith("sqlite:"):
         path = parse_url(url).path
         if not Path(path).exists():
-            fail(f"no database at {path} (give --db or set DURQ_URL)")
+            fail(
+                f"no database at {path}: nothing has created it yet (the first enqueue, "
+                f"a worker or `durq migrate` does), or it lives elsewhere (give --db or "
+                f"set DURQ_URL)"
+            )
     return Durq(url, migrate=False)
 
 

@@ -36,10 +36,35 @@ def enabled(level: int = logging.INFO) -> bool:
     return logger.isEnabledFor(level)
 
 
+class _EventMessage:
+    """An event's log message: ``event key=value ...``, built only if a handler formats it.
+
+    Without it, an app that configured no logging saw bare event names on stderr
+    (``alert_sent``) from Python's last-resort handler, with none of the fields.
+    """
+
+    __slots__ = ("event", "fields")
+
+    def __init__(self, event: str, fields: dict[str, Any]) -> None:
+        self.event = event
+        self.fields = fields
+
+    def __str__(self) -> str:
+        parts = [self.event]
+        parts.extend(
+            f"{k}={json.dumps(v, default=repr, ensure_ascii=False)}" for k, v in self.fields.items()
+        )
+        return " ".join(parts)
+
+
 def emit(event: str, level: int = logging.INFO, **fields: Any) -> None:
     """Log one event. ``fields`` must be JSON-serialisable (others are shown with repr)."""
     if logger.isEnabledFor(level):
-        logger.log(level, event, extra={"durq_event": event, "durq_fields": fields})
+        logger.log(
+            level,
+            _EventMessage(event, fields),
+            extra={"durq_event": event, "durq_fields": fields},
+        )
 
 
 class JsonLinesFormatter(logging.Formatter):
