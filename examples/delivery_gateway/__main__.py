@@ -20,6 +20,7 @@ from typing import Any
 
 import durq
 from durq.observability.events import configure_json_logging
+from examples import fresh_demo_dir
 
 from . import chat_api
 from .gateway import QUEUE, RecoverySummary, configure, create_app, queue_status, summarize
@@ -120,6 +121,7 @@ def retry(args: argparse.Namespace) -> int:
 
 
 def demo(args: argparse.Namespace) -> int:
+    fresh_demo_dir(args.data_dir)
     server, _ = chat_api.serve()
     configure(f"http://127.0.0.1:{server.server_address[1]}")
     dq, deliver = create_app(_url(args), time_scale=0.01)

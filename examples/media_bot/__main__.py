@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from durq.observability.events import configure_json_logging
+from examples import fresh_demo_dir
 
 from . import chat_api, fake_ytdlp
 from .bot import LARGE, QUEUE, MediaBot, say
@@ -45,7 +46,7 @@ def gc(args: argparse.Namespace) -> int:
 
 
 def demo(args: argparse.Namespace) -> int:
-    data = Path(args.data_dir)
+    data = fresh_demo_dir(args.data_dir)
     os.environ["PATH"] = (
         f"{fake_ytdlp.install(data / 'bin').parent}{os.pathsep}{os.environ['PATH']}"
     )

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import durq
 from durq.observability.events import configure_json_logging
+from examples import fresh_demo_dir
 from examples.podcast_mirror.feeds import FEED_NAMES
 
 from . import host, importer, product
@@ -124,6 +125,7 @@ def status(args: argparse.Namespace) -> int:
 
 
 def demo(args: argparse.Namespace) -> int:
+    fresh_demo_dir(args.data_dir)
     server, _ = host.serve()
     svc = server.svc
     args.host_url = f"http://127.0.0.1:{server.server_address[1]}"
