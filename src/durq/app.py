@@ -572,7 +572,7 @@ class Durq:
         if parked_only:
             if not self.store.cancel_parked(int(job_id)):
                 job = self.get(job_id)
-                raise JobGone(f"job {job_id} is {job.state}, no longer parked; not cancelled")
+                raise JobGone(f"job {job_id} is {job.state}, not parked; not cancelled")
             return self.get(job_id)
         if not self.store.cancel(int(job_id)) and not self.store.cancel_parked(int(job_id)):
             job = self.get(job_id)
@@ -1037,7 +1037,7 @@ class Durq:
             job = self.get(job_id)
             if job.state == "parked":
                 raise JobGone(f"job {job_id} is past its park TTL or deadline; it is expiring")
-            raise JobGone(f"job {job_id} is {job.state}, no longer parked; it cannot be adopted")
+            raise JobGone(f"job {job_id} is {job.state}, not parked; it cannot be adopted")
         return self.get(job_id)
 
     def sweep(self, limit: int = 500) -> SweepSummary:

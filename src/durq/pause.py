@@ -111,7 +111,7 @@ def settle_pause(worker: Worker, attempt: Attempt, outcome: Outcome) -> None:
     else:
         events.emit(
             JOB_PAUSED,
-            logging.WARNING,
+            logging.INFO,
             id=job.id,
             queue=job.queue,
             task=job.task,

@@ -367,10 +367,12 @@ def _steer(db: str, job_ids: tuple[int, ...], as_json: bool, verb: str) -> None:
         render.print_json(results)
     else:
         for r in results:
-            click.echo(
-                f"job {r['id']}: {r['state']}" if r["ok"] else f"job {r['id']}: {r['error']}",
-                err=not r["ok"],
-            )
+            error = str(r.get("error", ""))
+            if r["ok"]:
+                click.echo(f"job {r['id']}: {r['state']}")
+            else:  # most errors name the job already
+                shown = error if error.startswith(f"job {r['id']} ") else f"job {r['id']}: {error}"
+                click.echo(shown, err=True)
     if failed:
         sys.exit(EXIT_ERROR)
 
