@@ -639,6 +639,7 @@ class PostgresStore(Shortcuts):
             for batch_id in batch_ids:
                 self._batches.require_building(conn, batch_id)
             out = self._enqueue_on(conn, jobs)
+            self._set_extras(conn, jobs, out)  # parked / deadline columns, as outside a batch
             for batch_id in batch_ids:
                 members = [
                     ins.id
@@ -748,6 +749,7 @@ class PostgresStore(Shortcuts):
             if conn.execute(self._periodic_sql("ADVANCE"), params).fetchone() is None:
                 return None
             (inserted,) = self._enqueue_on(conn, [job])
+            self._set_extras(conn, [job], [inserted])  # the task's deadline_in / notice_after
             hit("periodic_tx")
             conn.execute(
                 self._periodic_sql("SET_JOB"),

@@ -572,6 +572,7 @@ class SqliteStore(Shortcuts):
                 for batch_id in batch_ids:
                     sb.require_building(conn, batch_id)
                 out = self._insert(conn, jobs, explicit_ids=connection is None)
+                self._set_extras(conn, jobs, out)  # parked / deadline columns, as outside
                 by_batch: dict[int, list[int]] = {}
                 for job, ins in zip(jobs, out, strict=True):
                     if job.batch_id is not None and ins.created:
@@ -671,6 +672,7 @@ class SqliteStore(Shortcuts):
             if conn.execute(per.ADVANCE, params).fetchone() is None:
                 return None
             (inserted,) = self._insert(conn, [job], explicit_ids=True)
+            self._set_extras(conn, [job], [inserted])  # the task's deadline_in / notice_after
             hit("periodic_tx")
             conn.execute(per.SET_JOB, {"name": name, "slot": slot, "job_id": inserted.id})
         return inserted

@@ -1,0 +1,141 @@
+"""Hardening of the workflow features where they meet each other, on every backend.
+
+Each test here reproduces a defect found by using two features together (or by feeding an
+API input it should refuse); the fix is in the commit that added the test.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+import durq
+from durq.model import Claimed, Outcome
+from durq.worker.scheduler import seconds_to_next, tick
+from tests.conftest import Clock
+
+LEASE = 30.0
+
+
+def register(app: durq.Durq) -> None:
+    @app.task(max_attempts=3)
+    def work(n: int = 0) -> int:
+        return n
+
+    @app.task(queue="callbacks")
+    def done(batch_id: int, outcome: str, counts: dict[str, int], meta: dict[str, Any]) -> None:
+        return None
+
+
+def claim(app: durq.Durq, queue: str = "default", task: str = "work") -> list[Claimed]:
+    return app.store.claim(queue, [task], 100, LEASE, "w1")
+
+
+def ok(c: Claimed) -> Outcome:
+    return Outcome(c.id, c.lease_token, "succeeded", result="null", batch_id=c.batch_id)
+
+
+def callbacks(app: durq.Durq) -> list[dict[str, Any]]:
+    return [j.payload for j in reversed(app.jobs(task="done", limit=1000))]
+
+
+def count_rows(app: durq.Durq) -> int:
+    return len(app.jobs(limit=100_000))
+
+
+# -- batches x parked / deadlines ---------------------------------------------------------
+
+
+def test_a_parked_batch_member_is_stored_parked_and_its_park_ttl_expires_it(
+    app: durq.Durq, clock: Clock
+) -> None:
+    """Found: inside `with dq.batch()` the enqueue took the batch path, which skipped the
+    parked / deadline columns: a park=True member was stored `queued` and ran at once."""
+    register(app)
+    work = app.tasks["work"]
+    with app.batch(on_complete=app.tasks["done"]) as batch:
+        job = work.options(park=True, park_ttl=60).enqueue(n=1)
+        many = work.options(park=True).enqueue_many([{"n": 2}])
+    assert job.state == "parked"
+    assert app.get(job.id).state == "parked"
+    assert app.get(many[0].id).state == "parked"
+    assert app.get(job.id).park_expires_at == pytest.approx(job.created_at + 60)
+    assert claim(app) == []  # parked members are not runnable
+    assert app.batch_status(batch.id).state == "open"
+
+    app.cancel(many[0].id, parked_only=True)
+    clock.advance(61)
+    assert app.sweep().expired == (job.id,)
+    status = app.batch_status(batch.id)
+    assert (status.state, status.fired, status.counts) == (
+        "done",
+        1,
+        {"cancelled": 1, "expired": 1},
+    )
+    assert callbacks(app)[0]["outcome"] == "failed"
+
+
+def test_a_batch_member_with_a_deadline_expires_and_its_batch_fires_once(
+    app: durq.Durq, clock: Clock
+) -> None:
+    register(app)
+    work = app.tasks["work"]
+    with app.batch(on_complete=app.tasks["done"]) as batch:
+        late = work.options(deadline_in=10, notice_after=5).enqueue(n=1)
+        on_time = work.enqueue(n=2)
+    assert app.get(late.id).deadline == pytest.approx(late.created_at + 10)
+    assert app.get(late.id).notice_at == pytest.approx(late.created_at + 5)
+    (first,) = [c for c in claim(app) if c.id == on_time.id] or [None]
+    assert first is not None
+    app.store.finish([ok(first)])
+    clock.advance(11)
+    assert app.sweep().expired == (late.id,)
+    status = app.batch_status(batch.id)
+    assert (status.state, status.fired, status.outcome) == ("done", 1, "partial")
+    assert callbacks(app) == [
+        {
+            "batch_id": batch.id,
+            "outcome": "partial",
+            "counts": {"expired": 1, "succeeded": 1},
+            "meta": {},
+        }
+    ]
+    assert app.sweep().expired == ()  # no second expiry, no second firing
+    assert app.batch_status(batch.id).fired == 1
+
+    # retried after the batch fired: the batch reopens, the stale deadline is cleared,
+    # and it fires again (completed) when the member lands
+    app.retry(late.id)
+    assert app.get(late.id).deadline is None
+    assert app.batch_status(batch.id).state == "open"
+    (again,) = claim(app)
+    app.store.finish([ok(again)])
+    status = app.batch_status(batch.id)
+    assert (status.state, status.fired, status.outcome) == ("done", 2, "completed")
+
+
+# -- periodic x deadlines -----------------------------------------------------------------
+
+
+def test_a_periodic_job_of_a_task_with_a_deadline_gets_its_deadline_and_notice(
+    app: durq.Durq, clock: Clock
+) -> None:
+    """Found: the scheduler's insert (Store.enqueue_periodic) skipped the deadline columns,
+    so a periodic task's deadline_in / notice_after never applied to its slots' jobs."""
+
+    @app.periodic("* * * * *")
+    @app.task(deadline_in=30, notice_after=10)
+    def report() -> None:
+        return None
+
+    clock.now = 1_800_000_000.0 - (1_800_000_000.0 % 60) + 1  # just after a minute
+    tick(app)  # anchors the schedule
+    clock.advance(60)
+    (fired,) = tick(app)
+    job = app.get(fired.job_id)
+    assert job.deadline == pytest.approx(job.created_at + 30)
+    assert job.notice_at == pytest.approx(job.created_at + 10)
+    clock.advance(31)
+    assert app.sweep().expired == (job.id,)
