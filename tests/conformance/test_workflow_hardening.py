@@ -139,3 +139,47 @@ def test_a_periodic_job_of_a_task_with_a_deadline_gets_its_deadline_and_notice(
     assert job.notice_at == pytest.approx(job.created_at + 10)
     clock.advance(31)
     assert app.sweep().expired == (job.id,)
+
+
+# -- batches x purge ----------------------------------------------------------------------
+
+
+def test_purging_the_last_unfinished_members_fires_the_batch_as_aborted(app: durq.Durq) -> None:
+    """Found: `dq.purge(queue, states=["queued"])` deleted a sealed batch's last unfinished
+    members and nothing closed the batch: it stayed open for ever, its callback never
+    fired (case 14's failure). Now the purge closes it in its own transaction, marked
+    aborted (so its outcome cannot be `completed`)."""
+    register(app)
+    work = app.tasks["work"]
+    with app.batch(on_complete=app.tasks["done"]) as batch:
+        first = work.enqueue(n=1)
+        work.enqueue(n=2)
+        work.enqueue(n=3)
+    (claimed,) = app.store.claim("default", ["work"], 1, LEASE, "w1")
+    assert claimed.id == first.id
+    app.store.finish([ok(claimed)])
+    assert app.batch_status(batch.id).state == "open"
+    assert app.purge("default", states=["queued"]) == 2
+    status = app.batch_status(batch.id)
+    assert (status.state, status.fired, status.outcome) == ("done", 1, "partial")
+    assert status.aborted is not None and "purge" in status.aborted
+    assert callbacks(app) == [
+        {"batch_id": batch.id, "outcome": "partial", "counts": {"succeeded": 1}, "meta": {}}
+    ]
+
+
+def test_purging_finished_members_of_an_open_batch_does_not_fire_it(app: durq.Durq) -> None:
+    register(app)
+    work = app.tasks["work"]
+    with app.batch(on_complete=app.tasks["done"]) as batch:
+        first = work.enqueue(n=1)
+        second = work.enqueue(n=2)
+    app.cancel(first.id)
+    assert app.purge("default") == 1  # the finished states: the cancelled member only
+    status = app.batch_status(batch.id)
+    assert (status.state, status.fired, status.aborted) == ("open", 0, None)
+    app.cancel(second.id)
+    status = app.batch_status(batch.id)
+    assert (status.state, status.fired, status.outcome) == ("done", 1, "failed")
+    assert app.purge("callbacks", states=["queued"]) == 1  # the callback job itself
+    assert app.batch_status(batch.id).fired == 1

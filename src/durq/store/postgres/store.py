@@ -420,8 +420,11 @@ class PostgresStore(Shortcuts):
             return done
 
     def purge(self, queue: str, states: Sequence[str]) -> int:
-        with self._tx(transaction=False) as conn:
+        at = self._at()
+        with self._tx() as conn:  # the delete and its batches' close commit together
+            hit_batches = self._batches.batches_in_purge(conn, queue, states)
             cur = conn.execute(self._sql["PURGE"], {"queue": queue, "states": list(states)})
+            self._batches.after_purge(conn, hit_batches, at)
             return cur.rowcount
 
     def cancel(self, job_id: int) -> bool:

@@ -402,8 +402,11 @@ class SqliteStore(Shortcuts):
 
     def purge(self, queue: str, states: Sequence[str]) -> int:
         conn = self._conn()
+        states_json = json.dumps(list(states))
         with self._write():
-            cur = conn.execute(q.PURGE, {"queue": queue, "states": json.dumps(list(states))})
+            hit_batches = sb.batches_in_purge(conn, queue, states_json)
+            cur = conn.execute(q.PURGE, {"queue": queue, "states": states_json})
+            sb.after_purge(conn, hit_batches, self.now())  # same transaction
         return cur.rowcount
 
     def cancel(self, job_id: int) -> bool:
