@@ -979,6 +979,8 @@ class Durq:
         """
 
         def register(target: Callable[..., Any] | Task[Any, Any]) -> Task[Any, Any]:
+            if payload is not None and not isinstance(payload, Mapping):
+                raise PayloadError(f"payload must be a dict, not {type(payload).__name__}")
             task = (
                 target
                 if isinstance(target, Task)
@@ -991,7 +993,7 @@ class Durq:
                 cron=cron,
                 tz=tz,
                 task=task.name,
-                payload=dict(payload or {}),
+                payload=_as_dict(payload or {}, "payload"),
                 queue=queue,
                 priority=priority,
                 max_attempts=max_attempts,

@@ -183,3 +183,26 @@ def test_purging_finished_members_of_an_open_batch_does_not_fire_it(app: durq.Du
     assert (status.state, status.fired, status.outcome) == ("done", 1, "failed")
     assert app.purge("callbacks", states=["queued"]) == 1  # the callback job itself
     assert app.batch_status(batch.id).fired == 1
+
+
+# -- periodic: cron strings croniter accepts but that never fire ----------------------------
+
+
+@pytest.mark.parametrize("cron", ["0 0 31 2 *", "0 0 30 2 *", "0 0 31 4,6,9,11 *"])
+def test_a_cron_that_never_fires_is_refused_at_registration(app: durq.Durq, cron: str) -> None:
+    """Found: croniter.is_valid accepts February 31st, but get_next/get_prev raise
+    CroniterBadDateError; the scheduler hit it on its first tick and the worker crashed
+    (worker_crashed, exit 1) - every worker of the app, at every start."""
+    register(app)
+    with pytest.raises(durq.ConfigError, match="never"):
+        app.periodic(cron, name="never")(app.tasks["work"])
+    assert "never" not in app.periodics
+    assert tick(app) == []
+    assert math.isfinite(seconds_to_next(app))
+
+
+def test_a_periodic_payload_that_is_not_a_dict_is_a_payload_error(app: durq.Durq) -> None:
+    register(app)
+    with pytest.raises(durq.PayloadError):
+        app.periodic("* * * * *", payload=[1])(app.tasks["work"])  # type: ignore[arg-type]
+    assert app.periodics == {}
