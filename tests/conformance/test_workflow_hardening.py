@@ -206,3 +206,46 @@ def test_a_periodic_payload_that_is_not_a_dict_is_a_payload_error(app: durq.Durq
     with pytest.raises(durq.PayloadError):
         app.periodic("* * * * *", payload=[1])(app.tasks["work"])  # type: ignore[arg-type]
     assert app.periodics == {}
+
+
+# -- bad input to the new APIs ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [math.nan, "x", 1.5, True, None])
+def test_a_job_or_batch_id_that_is_not_an_int_is_a_config_error(app: durq.Durq, bad: object) -> None:
+    """Found: adopt/cancel/retry/steps/clear_steps/batch_status/seal_batch with NaN or
+    "x" raised a bare ValueError (TypeError for None), not a durq error."""
+    register(app)
+    job = app.tasks["work"].enqueue(n=1)
+    calls = [app.adopt, app.cancel, app.retry, app.steps, app.clear_steps, app.get]
+    for call in calls:
+        with pytest.raises(durq.ConfigError):
+            call(bad)  # type: ignore[arg-type]
+    for call in (app.batch_status, app.seal_batch):
+        with pytest.raises(durq.ConfigError):
+            call(bad)  # type: ignore[operator]
+    assert app.get(job.id).state == "queued"
+    assert count_rows(app) == 1
+
+
+def test_an_id_beyond_64_bits_is_not_found(app: durq.Durq) -> None:
+    """Found: on SQLite an id of 2**70 raised OverflowError from the driver."""
+    for call in (app.adopt, app.cancel, app.retry, app.get, app.steps, app.clear_steps):
+        with pytest.raises(durq.JobNotFound):
+            call(2**70)
+    with pytest.raises(durq.BatchNotFound):
+        app.batch_status(2**70)
+
+
+def test_a_concurrency_key_with_a_lone_surrogate_is_a_payload_error(app: durq.Durq) -> None:
+    """Found: a key function returning "\\ud800" raised UnicodeEncodeError at enqueue."""
+
+    @app.task(concurrency=2, concurrency_key=lambda payload: "\ud800")
+    def fetch(n: int = 0) -> None:
+        return None
+
+    with pytest.raises(durq.PayloadError, match="surrogate"):
+        fetch.enqueue(n=1)
+    with pytest.raises(durq.ConfigError, match="surrogate"):
+        app.limit("\udfff", 1)
+    assert count_rows(app) == 0
