@@ -212,7 +212,9 @@ def test_a_periodic_payload_that_is_not_a_dict_is_a_payload_error(app: durq.Durq
 
 
 @pytest.mark.parametrize("bad", [math.nan, "x", 1.5, True, None])
-def test_a_job_or_batch_id_that_is_not_an_int_is_a_config_error(app: durq.Durq, bad: object) -> None:
+def test_a_job_or_batch_id_that_is_not_an_int_is_a_config_error(
+    app: durq.Durq, bad: object
+) -> None:
     """Found: adopt/cancel/retry/steps/clear_steps/batch_status/seal_batch with NaN or
     "x" raised a bare ValueError (TypeError for None), not a durq error."""
     register(app)
