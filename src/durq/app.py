@@ -87,6 +87,21 @@ def _check_int(what: str, value: object, low: int, high: int) -> None:
         raise ConfigError(f"{what} must be an int from {low} to {high}, not {value!r}")
 
 
+def _as_id(what: str, value: object) -> int:
+    """A row id from the caller: ConfigError unless it is an integer (an int, or text or a
+    float holding one); one outside the 64-bit range becomes -1, which no row has, so the
+    lookup reports it not found instead of the driver raising OverflowError."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{what} must be an int, not {value!r}")
+    try:
+        number = int(value)  # type: ignore[call-overload]
+        if isinstance(value, float) and number != value:
+            raise ValueError(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{what} must be an int, not {value!r}") from None
+    return number if -(2**63) <= number < 2**63 else -1
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -505,7 +520,7 @@ class Durq:
         Raises:
             JobNotFound: no such job (never existed, or pruned).
         """
-        record = self.store.get(int(job_id))
+        record = self.store.get(_as_id("job id", job_id))
         if record is None:
             raise JobNotFound(f"no job with id {job_id}")
         return Job(self.store, record)
@@ -545,7 +560,7 @@ class Durq:
             JobNotFound: no such job.
             JobGone: the job is not failed, cancelled or expired (nothing changed).
         """
-        if not self.store.retry(int(job_id)):
+        if not self.store.retry(_as_id("job id", job_id)):
             job = self.get(job_id)
             raise JobGone(
                 f"job {job_id} is {job.state}; only failed, cancelled or expired jobs can be retried"
@@ -570,11 +585,13 @@ class Durq:
                 nothing changed.
         """
         if parked_only:
-            if not self.store.cancel_parked(int(job_id)):
+            if not self.store.cancel_parked(_as_id("job id", job_id)):
                 job = self.get(job_id)
                 raise JobGone(f"job {job_id} is {job.state}, not parked; not cancelled")
             return self.get(job_id)
-        if not self.store.cancel(int(job_id)) and not self.store.cancel_parked(int(job_id)):
+        if not self.store.cancel(_as_id("job id", job_id)) and not self.store.cancel_parked(
+            _as_id("job id", job_id)
+        ):
             job = self.get(job_id)
             raise JobGone(f"job {job_id} is already {job.state}; it cannot be cancelled")
         return self.get(job_id)
@@ -823,7 +840,7 @@ class Durq:
         Raises:
             BatchNotFound: no batch with this id.
         """
-        record = self.store.get_batch(int(batch_id))
+        record = self.store.get_batch(_as_id("batch id", batch_id))
         if record is None:
             raise BatchNotFound(f"no batch with id {batch_id}")
         return BatchStatus.from_record(record)
@@ -837,7 +854,9 @@ class Durq:
             BatchNotFound: no batch with this id.
             JobGone: the batch was already sealed (nothing changed).
         """
-        if not self.store.seal_batch(int(batch_id), aborted):
+        if aborted is not None:
+            _check_text("aborted", aborted)
+        if not self.store.seal_batch(_as_id("batch id", batch_id), aborted):
             status = self.batch_status(batch_id)
             raise JobGone(f"batch {batch_id} is already {status.state}; it was sealed before")
         return self.batch_status(batch_id)
@@ -906,7 +925,7 @@ class Durq:
         Raises:
             JobNotFound: no such job.
         """
-        found = self.store.list_steps(int(job_id))
+        found = self.store.list_steps(_as_id("job id", job_id))
         if not found:
             self.get(job_id)  # JobNotFound when the job does not exist
         return found
@@ -919,7 +938,7 @@ class Durq:
             JobNotFound: no such job.
             JobGone: the job is running (its attempt may be using them); nothing changed.
         """
-        n = self.store.clear_steps(int(job_id))
+        n = self.store.clear_steps(_as_id("job id", job_id))
         if n == 0:
             job = self.get(job_id)
             if job.state == "running":
@@ -985,6 +1004,8 @@ class Durq:
         """
 
         def register(target: Callable[..., Any] | Task[Any, Any]) -> Task[Any, Any]:
+            if payload is not None and not isinstance(payload, Mapping):
+                raise PayloadError(f"payload must be a dict, not {type(payload).__name__}")
             task = (
                 target
                 if isinstance(target, Task)
@@ -997,7 +1018,7 @@ class Durq:
                 cron=cron,
                 tz=tz,
                 task=task.name,
-                payload=dict(payload or {}),
+                payload=_as_dict(payload or {}, "payload"),
                 queue=queue,
                 priority=priority,
                 max_attempts=max_attempts,
@@ -1033,7 +1054,7 @@ class Durq:
             JobGone: the job is not parked (adopted, cancelled or expired already), or its
                 park TTL or deadline has passed (the sweeper expires it); nothing changed.
         """
-        if not self.store.adopt(int(job_id)):
+        if not self.store.adopt(_as_id("job id", job_id)):
             job = self.get(job_id)
             if job.state == "parked":
                 raise JobGone(f"job {job_id} is past its park TTL or deadline; it is expiring")

@@ -77,6 +77,12 @@ def check_key(key: object, what: str = "limit key") -> str:
         raise ConfigError(
             f"{what} must be a non-empty str of at most {MAX_KEY} characters, not {key!r}"
         )
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:  # the database cannot store it; the driver would raise
+        raise ConfigError(
+            f"{what} must be valid Unicode text (no lone surrogates): {key!r}"
+        ) from None
     return key
 
 

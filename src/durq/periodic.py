@@ -23,12 +23,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from durq.errors import ConfigError
 
@@ -65,6 +65,14 @@ def check_cron(cron: str) -> None:
         raise ConfigError(
             f"invalid cron expression {cron!r} (minute hour day month weekday [second])"
         )
+    # croniter accepts dates that do not exist (``0 0 31 2 *``) and only fails when asked
+    # for a slot: in the worker's scheduler, which then crashed the worker at every start.
+    start = datetime.now(UTC)
+    try:
+        croniter(cron, start).get_next(datetime)
+        croniter(cron, start).get_prev(datetime)
+    except CroniterBadDateError:
+        raise ConfigError(f"cron expression {cron!r} never matches a date") from None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,9 @@ TERMINAL_SQL = "(" + ", ".join(f"'{s}'" for s in TERMINAL) + ")"
 
 BUILDING, OPEN, DONE = "building", "open", "done"
 
+#: ``aborted`` of a batch whose unfinished members were deleted by ``dq.purge``.
+PURGED_REASON = "purged: unfinished members were deleted by dq.purge"
+
 
 @dataclass(frozen=True, slots=True)
 class NewBatch:

@@ -26,6 +26,7 @@ from durq.failpoints import hit
 from durq.store.batches import (
     BUILDING,
     OPEN,
+    PURGED_REASON,
     TERMINAL_SQL,
     BatchRecord,
     NewBatch,
@@ -104,6 +105,18 @@ UPDATE {s}.batches
 SET state = 'done', outcome = %(outcome)s, counts = %(counts)s, fired = fired + 1,
     callback_job_id = coalesce(%(job_id)s, callback_job_id), completed_at = {s}.epoch(%(at)s)
 WHERE id = %(id)s AND state = 'open'
+"""
+
+# Before a purge: the batches it will take members from, and whether any of those members
+# is unfinished (the batch then loses work it was waiting for).
+BATCHES_IN_PURGE = f"""
+SELECT batch_id, bool_or(state NOT IN {TERMINAL_SQL}) FROM {{s}}.jobs
+WHERE queue = %(queue)s AND state = ANY(%(states)s::text[]) AND batch_id IS NOT NULL
+GROUP BY batch_id
+"""
+
+MARK_PURGED = """
+UPDATE {s}.batches SET aborted = coalesce(aborted, %(reason)s) WHERE id = ANY(%(ids)s::bigint[])
 """
 
 REOPEN_BATCHES = """
@@ -250,6 +263,33 @@ class Batches:
             return []
         batch_ids = self.batches_of(conn, job_ids)
         return self.close_batches(conn, batch_ids, at) if batch_ids else []
+
+    def batches_in_purge(
+        self, conn: psycopg.Connection[Any], queue: str, states: Sequence[str]
+    ) -> list[tuple[int, bool]]:
+        """The batches a purge of ``queue`` / ``states`` takes members from, each with
+        whether it takes an unfinished one (call it before the delete, in its transaction)."""
+        rows = conn.execute(
+            self.sql["BATCHES_IN_PURGE"], {"queue": queue, "states": list(states)}
+        ).fetchall()
+        return [(int(r[0]), bool(r[1])) for r in rows]
+
+    def after_purge(
+        self,
+        conn: psycopg.Connection[Any],
+        hit_batches: Sequence[tuple[int, bool]],
+        at: float | None,
+    ) -> None:
+        """After a purge deleted members (same transaction): a batch that lost unfinished
+        members is marked aborted (never ``completed``), and every batch it touched is
+        closed if nothing is left to wait for (else its callback would never fire)."""
+        if not hit_batches:
+            return
+        lost = [batch_id for batch_id, unfinished in hit_batches if unfinished]
+        if lost:
+            conn.execute(self.sql["LOCK_BATCHES"], {"ids": sorted(lost)})
+            conn.execute(self.sql["MARK_PURGED"], {"ids": lost, "reason": PURGED_REASON})
+        self.close_batches(conn, [batch_id for batch_id, _ in hit_batches], at)
 
     def reopen_for_jobs(self, conn: psycopg.Connection[Any], job_ids: Sequence[int]) -> None:
         """A member went back to the queue (dq.retry): its done batch is open again. The

@@ -420,8 +420,11 @@ class PostgresStore(Shortcuts):
             return done
 
     def purge(self, queue: str, states: Sequence[str]) -> int:
-        with self._tx(transaction=False) as conn:
+        at = self._at()
+        with self._tx() as conn:  # the delete and its batches' close commit together
+            hit_batches = self._batches.batches_in_purge(conn, queue, states)
             cur = conn.execute(self._sql["PURGE"], {"queue": queue, "states": list(states)})
+            self._batches.after_purge(conn, hit_batches, at)
             return cur.rowcount
 
     def cancel(self, job_id: int) -> bool:
@@ -639,6 +642,7 @@ class PostgresStore(Shortcuts):
             for batch_id in batch_ids:
                 self._batches.require_building(conn, batch_id)
             out = self._enqueue_on(conn, jobs)
+            self._set_extras(conn, jobs, out)  # parked / deadline columns, as outside a batch
             for batch_id in batch_ids:
                 members = [
                     ins.id
@@ -748,6 +752,7 @@ class PostgresStore(Shortcuts):
             if conn.execute(self._periodic_sql("ADVANCE"), params).fetchone() is None:
                 return None
             (inserted,) = self._enqueue_on(conn, [job])
+            self._set_extras(conn, [job], [inserted])  # the task's deadline_in / notice_after
             hit("periodic_tx")
             conn.execute(
                 self._periodic_sql("SET_JOB"),

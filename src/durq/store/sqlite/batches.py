@@ -17,6 +17,7 @@ from durq.failpoints import hit
 from durq.store.batches import (
     BUILDING,
     OPEN,
+    PURGED_REASON,
     TERMINAL_SQL,
     BatchRecord,
     NewBatch,
@@ -88,6 +89,20 @@ UPDATE batches
 SET state = 'done', outcome = :outcome, counts = :counts, fired = fired + 1,
     callback_job_id = coalesce(:job_id, callback_job_id), completed_at = :now
 WHERE id = :id AND state = 'open'
+"""
+
+# Before a purge: the batches it will take members from, and whether any of those members
+# is unfinished (the batch then loses work it was waiting for).
+BATCHES_IN_PURGE = f"""
+SELECT batch_id, max(state NOT IN {TERMINAL_SQL}) FROM jobs
+WHERE queue = :queue AND state IN (SELECT value FROM json_each(:states))
+  AND batch_id IS NOT NULL
+GROUP BY batch_id
+"""
+
+MARK_PURGED = """
+UPDATE batches SET aborted = coalesce(aborted, :reason)
+WHERE id IN (SELECT value FROM json_each(:ids))
 """
 
 REOPEN_BATCHES = """
@@ -208,6 +223,30 @@ def close_for_jobs(conn: sqlite3.Connection, job_ids: Sequence[int], now: float)
         return []
     batch_ids = batches_of(conn, job_ids)
     return close_batches(conn, batch_ids, now) if batch_ids else []
+
+
+def batches_in_purge(
+    conn: sqlite3.Connection, queue: str, states_json: str
+) -> list[tuple[int, bool]]:
+    """The batches that a purge of ``queue`` / ``states`` takes members from, each with
+    whether it takes an unfinished one. Call it before the delete, in its transaction."""
+    rows = conn.execute(BATCHES_IN_PURGE, {"queue": queue, "states": states_json}).fetchall()
+    return [(int(r[0]), bool(r[1])) for r in rows]
+
+
+def after_purge(
+    conn: sqlite3.Connection, hit_batches: Sequence[tuple[int, bool]], now: float
+) -> None:
+    """After a purge deleted members (same transaction): a batch that lost unfinished
+    members is marked aborted (its outcome can no longer be ``completed``), and every batch
+    it touched is closed if nothing is left to wait for. Without this a purge of the last
+    queued members left their batch open for ever and its callback never fired."""
+    if not hit_batches:
+        return
+    lost = [batch_id for batch_id, unfinished in hit_batches if unfinished]
+    if lost:
+        conn.execute(MARK_PURGED, {"ids": json.dumps(lost), "reason": PURGED_REASON})
+    close_batches(conn, [batch_id for batch_id, _ in hit_batches], now)
 
 
 def reopen_for_jobs(conn: sqlite3.Connection, job_ids: Sequence[int]) -> None:

@@ -402,8 +402,11 @@ class SqliteStore(Shortcuts):
 
     def purge(self, queue: str, states: Sequence[str]) -> int:
         conn = self._conn()
+        states_json = json.dumps(list(states))
         with self._write():
-            cur = conn.execute(q.PURGE, {"queue": queue, "states": json.dumps(list(states))})
+            hit_batches = sb.batches_in_purge(conn, queue, states_json)
+            cur = conn.execute(q.PURGE, {"queue": queue, "states": states_json})
+            sb.after_purge(conn, hit_batches, self.now())  # same transaction
         return cur.rowcount
 
     def cancel(self, job_id: int) -> bool:
@@ -572,6 +575,7 @@ class SqliteStore(Shortcuts):
                 for batch_id in batch_ids:
                     sb.require_building(conn, batch_id)
                 out = self._insert(conn, jobs, explicit_ids=connection is None)
+                self._set_extras(conn, jobs, out)  # parked / deadline columns, as outside
                 by_batch: dict[int, list[int]] = {}
                 for job, ins in zip(jobs, out, strict=True):
                     if job.batch_id is not None and ins.created:
@@ -671,6 +675,7 @@ class SqliteStore(Shortcuts):
             if conn.execute(per.ADVANCE, params).fetchone() is None:
                 return None
             (inserted,) = self._insert(conn, [job], explicit_ids=True)
+            self._set_extras(conn, [job], [inserted])  # the task's deadline_in / notice_after
             hit("periodic_tx")
             conn.execute(per.SET_JOB, {"name": name, "slot": slot, "job_id": inserted.id})
         return inserted
