@@ -67,6 +67,8 @@ def _check_name(what: str, value: str, longest: int = 200) -> str:
         raise ConfigError(
             f"{what} must be valid Unicode text (no lone surrogates): {value!r}"
         ) from None
+    if "\x00" in value:  # PostgreSQL text cannot hold it; refuse it on every backend alike
+        raise ConfigError(f"{what} must not contain a NUL character: {value!r}")
     return value
 
 
@@ -1006,37 +1008,72 @@ class Durq:
         def register(target: Callable[..., Any] | Task[Any, Any]) -> Task[Any, Any]:
             if payload is not None and not isinstance(payload, Mapping):
                 raise PayloadError(f"payload must be a dict, not {type(payload).__name__}")
+            known = set(self.tasks)
             task = (
                 target
                 if isinstance(target, Task)
                 else self.task(queue=queue or DEFAULT_QUEUE)(target)
             )
-            if task.app is not self:
-                raise ConfigError(f"task {task.name!r} is registered with another Durq app")
-            schedule = Periodic(
-                name=_check_name("periodic name", name or task.name),
-                cron=cron,
-                tz=tz,
-                task=task.name,
-                payload=_as_dict(payload or {}, "payload"),
-                queue=queue,
-                priority=priority,
-                max_attempts=max_attempts,
-                catch_up=catch_up,
-                grace=float(grace) if _is_number(grace) else grace,
-                slot_arg=slot_arg,
-            )
-            # the jobs it will make must be valid now, not at the first slot
-            key = f"periodic:{schedule.name}:0"
-            opts = EnqueueOptions(queue, None, 0.0, priority, key, max_attempts, None, None)
-            self._with_payload(self._template(task.name, opts, task), schedule.job_payload(0), key)
-            existing = self.periodics.get(schedule.name)
-            if existing is not None and existing != schedule:
-                raise ConfigError(f"a periodic schedule named {schedule.name!r} already exists")
-            self.periodics[schedule.name] = schedule
-            return task
+            try:
+                return self._add_periodic(
+                    task,
+                    cron,
+                    tz,
+                    name,
+                    payload,
+                    queue,
+                    priority,
+                    max_attempts,
+                    catch_up,
+                    grace,
+                    slot_arg,
+                )
+            except BaseException:
+                if task.name not in known:  # a refused schedule leaves no task behind
+                    self.tasks.pop(task.name, None)
+                raise
 
         return register
+
+    def _add_periodic(
+        self,
+        task: Task[Any, Any],
+        cron: str,
+        tz: str,
+        name: str | None,
+        payload: Mapping[str, Any] | None,
+        queue: str | None,
+        priority: int | None,
+        max_attempts: int | None,
+        catch_up: int,
+        grace: float,
+        slot_arg: str | None,
+    ) -> Task[Any, Any]:
+        """Check and record one schedule of :meth:`periodic` (see there for the arguments)."""
+        if task.app is not self:
+            raise ConfigError(f"task {task.name!r} is registered with another Durq app")
+        schedule = Periodic(
+            name=_check_name("periodic name", name or task.name),
+            cron=cron,
+            tz=tz,
+            task=task.name,
+            payload=_as_dict(payload or {}, "payload"),
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            catch_up=catch_up,
+            grace=float(grace) if _is_number(grace) else grace,
+            slot_arg=slot_arg,
+        )
+        # the jobs it will make must be valid now, not at the first slot
+        key = f"periodic:{schedule.name}:0"
+        opts = EnqueueOptions(queue, None, 0.0, priority, key, max_attempts, None, None)
+        self._with_payload(self._template(task.name, opts, task), schedule.job_payload(0), key)
+        existing = self.periodics.get(schedule.name)
+        if existing is not None and existing != schedule:
+            raise ConfigError(f"a periodic schedule named {schedule.name!r} already exists")
+        self.periodics[schedule.name] = schedule
+        return task
 
     # -- parked / deadlines --
 

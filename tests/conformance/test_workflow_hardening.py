@@ -251,3 +251,24 @@ def test_a_concurrency_key_with_a_lone_surrogate_is_a_payload_error(app: durq.Du
     with pytest.raises(durq.ConfigError, match="surrogate"):
         app.limit("\udfff", 1)
     assert count_rows(app) == 0
+
+
+def test_a_nul_in_a_queue_or_source_name_is_refused_on_every_backend(app: durq.Durq) -> None:
+    @app.task
+    def nul_task() -> None:
+        pass
+
+    with pytest.raises(durq.ConfigError, match="NUL"):
+        nul_task.options(queue="a\x00b").enqueue()
+    with pytest.raises(durq.ConfigError, match="NUL"):
+        app.pause("q", "why", source="ad\x00min")
+    assert app.jobs() == []
+
+
+def test_a_refused_schedule_on_a_plain_function_registers_no_task(app: durq.Durq) -> None:
+    def never() -> None:
+        pass
+
+    with pytest.raises(durq.ConfigError):
+        app.periodic("0 0 31 2 *")(never)  # February 31st never comes
+    assert "never" not in app.tasks
