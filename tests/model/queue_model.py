@@ -11,8 +11,10 @@ current lease (token, holder, expiry), ``started_at`` / ``finished_at``, ``resul
 
 Transitions (every one that touches a running job is conditional on its lease token):
 
-- enqueue: a new ``queued`` job, ``run_at = now + delay``; a key already used on the queue
-  returns the first job and writes nothing.
+- enqueue: a new ``queued`` job (``parked`` with ``park=True``), ``run_at = now + delay``; a
+  key already used on the queue returns the first job and writes nothing.
+- adopt: ``parked`` becomes ``queued`` with ``run_at = max(run_at, now)``; any other state is
+  refused.
 - claim: ready jobs (``queued``, ``run_at <= now``) in ``(priority, run_at, id)`` order, up to
   the limit; each becomes ``running`` with ``attempts + 1``, a fresh token and a lease.
 - extend: a held lease moves its expiry to ``now + lease``.
@@ -27,7 +29,8 @@ Transitions (every one that touches a running job is conditional on its lease to
   of the queue (commit c851a2e).
 - retry: ``failed``/``cancelled``/``expired`` back to ``queued`` now, attempts and give-backs
   reset to 0, result cleared, history kept.
-- cancel: ``queued`` (incl. scheduled) or ``running`` become ``cancelled``; the lease is revoked.
+- cancel: ``parked``, ``queued`` (incl. scheduled) or ``running`` become ``cancelled``; the
+  lease is revoked.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from dataclasses import dataclass, field
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "expired"})
 RETRYABLE = frozenset({"failed", "cancelled", "expired"})
-CANCELLABLE = frozenset({"queued", "running"})
+CANCELLABLE = frozenset({"parked", "queued", "running"})
 
 
 @dataclass(slots=True)
@@ -104,10 +107,14 @@ class QueueModel:
         """The job an enqueue with ``key`` returns instead of inserting, if any."""
         return None if key is None else self.keys.get(key)
 
-    def enqueue(self, job_id: int, max_attempts: int, delay: float, key: str | None) -> ModelJob:
+    def enqueue(
+        self, job_id: int, max_attempts: int, delay: float, key: str | None, park: bool = False
+    ) -> ModelJob:
         """A new job with the id the store gave it (the caller checked the key was new)."""
         assert job_id not in self.jobs, f"store reused job id {job_id}"
         job = ModelJob(job_id, max_attempts, self.now + delay, self.now, key)
+        if park:
+            job.state = "parked"
         self.jobs[job_id] = job
         self.tokens[job_id] = []
         if key is not None:
@@ -242,6 +249,14 @@ class QueueModel:
         job.result = None
         job.worker_id = None
         self._drop_lease(job)
+        return True
+
+    def adopt(self, job_id: int) -> bool:
+        job = self.jobs[job_id]
+        if job.state != "parked":
+            return False
+        job.state = "queued"
+        job.run_at = max(job.run_at, self.now)
         return True
 
     def cancel(self, job_id: int) -> bool:

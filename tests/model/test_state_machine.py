@@ -336,17 +336,20 @@ class QueueMachine(RuleBasedStateMachine):
         max_attempts=st.integers(1, 3),
         delay=st.sampled_from([None, 0, 0, 3, 15, 45]),
         key=st.one_of(st.none(), st.sampled_from(KEYS)),
+        park=st.sampled_from([False, False, False, True]),
     )
-    def enqueue(self, max_attempts: int, delay: float | None, key: str | None) -> None:
+    def enqueue(
+        self, max_attempts: int, delay: float | None, key: str | None, park: bool = False
+    ) -> None:
         before = self.model.existing_for_key(key)
         snapshot = self._row(before) if before is not None else None
-        job = self.dq.enqueue(TASK, {}, delay=delay, key=key, max_attempts=max_attempts)
+        job = self.dq.enqueue(TASK, {}, delay=delay, key=key, max_attempts=max_attempts, park=park)
         if before is not None:
             assert job.id == before, f"key {key!r} gave job {job.id}, first job was {before}"
             assert self._row(before) == snapshot, "a repeated key changed the first job"
             return
         assert job.id not in self.seen_ids, f"new job reused id {job.id}"
-        self.model.enqueue(job.id, max_attempts, float(delay or 0), key)
+        self.model.enqueue(job.id, max_attempts, float(delay or 0), key, park)
         self.seen_ids.add(job.id)
         assert (job.state, job.attempts) == (
             self.model.job(job.id).visible_state(self.model.now),
@@ -493,12 +496,13 @@ class QueueMachine(RuleBasedStateMachine):
         assert (summary.recovered, summary.failed) == (len(recovered), len(failed)), summary
         assert summary.job_ids == tuple(sorted(recovered + failed)), summary
 
-    @rule(data=st.data(), action=st.sampled_from(["retry", "cancel"]))
+    @rule(data=st.data(), action=st.sampled_from(["retry", "cancel", "adopt"]))
     def steer(self, data: st.DataObject, action: str) -> None:
-        """``Durq.retry`` or ``Durq.cancel`` of a job (or of an id that does not exist)."""
+        """``Durq.retry``, ``Durq.cancel`` or ``Durq.adopt`` of a job (or of an id that does
+        not exist)."""
         missing = max(self.seen_ids, default=0) + 1000
         job_id = data.draw(st.sampled_from([*sorted(self.model.jobs), missing]), label="job")
-        call = self.dq.retry if action == "retry" else self.dq.cancel
+        call = {"retry": self.dq.retry, "cancel": self.dq.cancel, "adopt": self.dq.adopt}[action]
         if job_id == missing:
             with pytest.raises(durq.JobNotFound):
                 call(job_id)
@@ -509,6 +513,8 @@ class QueueMachine(RuleBasedStateMachine):
             assert (job.state, job.attempts) == ("queued", 0), job
         elif action == "cancel" and self.model.cancel(job_id):
             assert call(job_id).state == "cancelled"
+        elif action == "adopt" and self.model.adopt(job_id):
+            assert call(job_id).state == self.model.job(job_id).visible_state(self.model.now)
         else:
             with pytest.raises(durq.JobGone):
                 call(job_id)
