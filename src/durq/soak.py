@@ -437,6 +437,7 @@ class SoakReport:
     intervals: list[Interval]
     workers: list[WorkerSeries]
     db_samples: list[tuple[float, int]]
+    db_errors: list[tuple[float, str]] = field(default_factory=list)
     workdir: str | None = None
 
     @property
@@ -554,6 +555,8 @@ class SoakReport:
             "worker_exits": self.worker_exits,
             "producer_errors": self.producer_errors[:20],
             "producer_error_count": len(self.producer_errors),
+            "database_errors": [[round(t, 1), m] for t, m in self.db_errors[:20]],
+            "database_error_count": len(self.db_errors),
             "intervals": [
                 {
                     "t": round(i.t, 1),
@@ -638,6 +641,7 @@ def report_tables(report: SoakReport) -> list[Table]:
         ("  unexplained", str(len(report.violations))),
         ("kills", f"{report.sigkills} SIGKILL, {report.sigterms} SIGTERM"),
         ("producer errors", str(len(report.producer_errors))),
+        ("database errors (soak's own reads)", str(len(report.db_errors))),
         (
             "database size first/max/last",
             " / ".join(_mib(x) for x in (sizes[0], max(sizes), sizes[-1])) if sizes else "-",
@@ -731,6 +735,7 @@ class _Soak:
         self.exits: list[str] = []
         self.intervals: list[Interval] = []
         self.db_samples: list[tuple[float, int]] = []
+        self.db_errors: list[tuple[float, str]] = []
         self.workdir = Path(tempfile.mkdtemp(prefix="durq-soak-"))
         self.runs = RunsLog(self.workdir / "runs.txt")
         self.prefix = f"durq-soak-{os.getpid()}-{secrets.token_hex(3)}"
@@ -837,7 +842,15 @@ class _Soak:
         try:
             self.db_samples.append((t, self.app.store.storage_bytes()))
         except DurqError as exc:
-            self.say(f"database size: {exc}")
+            self.db_error(exc)
+
+    def db_error(self, exc: DurqError) -> None:
+        """A read of the soak itself failed (the database is down or busy): the soak goes
+        on (workers and producer ride it out or fail on their own) and reports it."""
+        message = f"{type(exc).__name__}: {exc}"
+        if not self.db_errors or self.db_errors[-1][1] != message:
+            self.say(f"t={self.now():.0f}s database error: {message}")
+        self.db_errors.append((self.now(), message))
 
     def interval(self, since: float, enqueued: int, finished: int) -> Interval:
         with self.lock:
@@ -898,7 +911,10 @@ class _Soak:
                 self.kill_one()
                 next_kill = now + self.rng.uniform(*cfg.kill_every)
             if now >= next_observe:
-                finished += self.observe()
+                try:
+                    finished += self.observe()
+                except DurqError as exc:  # e.g. the server restarts: note it, go on
+                    self.db_error(exc)
                 next_observe = now + OBSERVE_INTERVAL
             if now >= next_sample:
                 self.sample()
@@ -998,6 +1014,7 @@ class _Soak:
             intervals=self.intervals,
             workers=list(self.series.values()),
             db_samples=self.db_samples,
+            db_errors=self.db_errors,
         )
 
     def cleanup(self, keep_workdir: bool) -> None:
@@ -1072,14 +1089,21 @@ def run_soak(config: SoakConfig, progress: Callable[[str], None] | None = None) 
         probe.close()
     soak: _Soak | None = None
     report: SoakReport | None = None
+    keep = False
     try:
         with _interrupts_as_keyboard_interrupt():
             soak = _Soak(config, url, seed, say)
             report = soak.run()
             if not report.passed:
                 report.workdir = str(soak.workdir)
+                keep = True
             return report
+    except Exception:
+        if soak is not None:  # keep the worker logs for the post-mortem
+            say(f"soak aborted; worker logs and runs file kept in {soak.workdir}")
+            keep = True
+        raise
     finally:
         if soak is not None:
             with _shielded():
-                soak.cleanup(keep_workdir=report is not None and not report.passed)
+                soak.cleanup(keep_workdir=keep)

@@ -593,6 +593,7 @@ def soak(
     def progress(line: str) -> None:
         if not as_json:
             render.console.print(line, style="dim", highlight=False, markup=False)
+            render.console.file.flush()  # a long run's progress must show up in logs too
 
     try:
         report = run_soak(config, progress)
