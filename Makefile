@@ -6,7 +6,7 @@ HASH := $(shell cksum pyproject.toml | cut -d' ' -f1)
 DEV := $(VENV)/.dev-$(HASH)
 BENCH := $(VENV)/.bench-$(HASH)
 
-.PHONY: demo examples test bench lint clean clean-demo
+.PHONY: demo examples test bench lint soak clean clean-demo
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,17 @@ test: $(DEV)
 bench: $(BENCH)
 	$(PY) -m bench
 
+# Long run: `durq soak` (mixed jobs, workers killed at random, retention on; see
+# docs/guarantees.md), then the model test with many more examples than `make test` runs.
+# SOAK_SECONDS=120 make soak for a short one; SOAK_URL=postgresql://...?schema=soak for PostgreSQL.
+SOAK_SECONDS ?= 600
+SOAK_URL ?= sqlite:///.soak/soak.db
+SOAK_MODEL_EXAMPLES ?= 600
+soak: $(DEV)
+	@mkdir -p .soak && rm -f .soak/soak.db .soak/soak.db-wal .soak/soak.db-shm
+	$(PY) -m durq soak --db '$(SOAK_URL)' --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
+	DURQ_MODEL_EXAMPLES=$(SOAK_MODEL_EXAMPLES) $(PY) -m pytest -q -p no:cacheprovider tests/model
+
 lint: $(DEV)
 	$(VENV)/bin/ruff check src tests examples bench
 	$(VENV)/bin/ruff format --check src tests examples bench
@@ -48,4 +59,4 @@ clean-demo:
 	rm -rf .demo
 
 clean:
-	rm -rf .demo $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info
+	rm -rf .demo .soak $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info

@@ -509,19 +509,30 @@ class WorkerProcess:
         config: the run's settings (queue, concurrency, lease).
         workdir: the temporary directory: working directory and log location.
         env: the environment (runs file and parent pid included).
+        app_spec: the ``MODULE:ATTR`` the worker runs (``durq soak`` runs its own app).
+        extra_args: more ``durq worker`` options, appended (e.g. retention for the soak).
     """
 
     def __init__(
-        self, worker_id: str, url: str, config: VerifyConfig, workdir: Path, env: dict[str, str]
+        self,
+        worker_id: str,
+        url: str,
+        config: VerifyConfig,
+        workdir: Path,
+        env: dict[str, str],
+        *,
+        app_spec: str = "durq.verify_app:dq",
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.id = worker_id
         self.log = workdir / f"{worker_id}.log"
         self.killed = False
         command = [
-            sys.executable, "-m", "durq", "worker", "durq.verify_app:dq",
+            sys.executable, "-m", "durq", "worker", app_spec,
             "--db", url, "--queues", config.queue,
             "--concurrency", str(config.concurrency), "--lease", str(config.lease),
             "--grace", str(WORKER_GRACE), "--worker-id", worker_id, "--log-level", "warning",
+            *extra_args,
         ]  # fmt: skip
         with open(self.log, "ab") as err:
             self.proc = subprocess.Popen(

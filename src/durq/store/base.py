@@ -380,6 +380,18 @@ class Store(Protocol):
 
     def blob_lookup(self, name: str) -> BlobRecord | None: ...
 
+    # -- soak --
+
+    def storage_bytes(self) -> int:
+        """Bytes the database takes on disk now: SQLite, the file with its ``-wal`` and
+        ``-shm`` files; PostgreSQL, every table of the schema with its indexes
+        and TOAST (``pg_total_relation_size``). ``durq soak`` watches it stay bounded.
+
+        Raises:
+            StoreError: PostgreSQL could not be read.
+        """
+        ...
+
 
 class Shortcuts:
     """``claim`` and ``finish`` on their own, for tests and tools; both backends inherit

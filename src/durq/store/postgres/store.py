@@ -32,6 +32,7 @@ from durq.store.postgres import limits as lq
 from durq.store.postgres import pause_queries as pq
 from durq.store.postgres import periodic as per
 from durq.store.postgres import queries as q
+from durq.store.postgres import soak as soak_sql
 from durq.store.postgres import steps as steps_sql
 from durq.store.postgres.batches import Batches
 from durq.store.postgres.connection import (
@@ -1088,3 +1089,10 @@ class PostgresStore(Shortcuts):
         with self._tx(transaction=False) as conn:
             row = conn.execute(self._bsql["LOOKUP_ALIAS"], {"name": name}).fetchone()
         return self._blob_record(row) if row else None
+
+    # -- soak --
+
+    def storage_bytes(self) -> int:
+        with self._tx(transaction=False) as conn:
+            row = conn.execute(soak_sql.STORAGE_BYTES, {"schema": self.options.schema}).fetchone()
+        return int(row[0]) if row else 0

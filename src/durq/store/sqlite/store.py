@@ -967,3 +967,12 @@ class SqliteStore(Shortcuts):
     def blob_lookup(self, name: str) -> BlobRecord | None:
         rows = self._read(bq.LOOKUP_ALIAS, {"name": name})
         return self._blob_record(rows[0]) if rows else None
+
+    # -- soak --
+
+    def storage_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):  # no WAL file yet, or just checkpointed away
+                total += os.stat(self.path + suffix).st_size
+        return total
