@@ -48,6 +48,14 @@ class NewJob:
     deadline_in: float | None = None  # seconds after created_at (when deadline is None)
     notice_after: float | None = None  # seconds after created_at until on_slow is due
     limit: JobLimit | None = None
+    # -- hooks -- (see durq.hooks)
+    on_fail: bool = False  # its task has on_fail: the reaper / a release insert the hook job
+    hook_queue: str | None = None  # the queue of its hook jobs (None: its own queue)
+
+    @property
+    def has_hooks(self) -> bool:
+        """True when the row needs its on_fail flag or hook queue set after its insert."""
+        return self.on_fail or self.hook_queue is not None
 
     @property
     def has_extras(self) -> bool:
@@ -379,6 +387,12 @@ class Store(Protocol):
     def blob_unalias(self, name: str) -> bool: ...
 
     def blob_lookup(self, name: str) -> BlobRecord | None: ...
+
+    # -- hooks --
+
+    def find(self, queue: str, key: str) -> JobRecord | None:
+        """The job of ``queue`` holding idempotency key ``key``, or None."""
+        ...
 
 
 class Shortcuts:

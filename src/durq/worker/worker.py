@@ -12,6 +12,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Mapping, Sequence
+from functools import partial
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -321,6 +322,7 @@ class Worker:
             job.lease_token,
             self.app.store.set_progress,
             _steps=self.app.store,
+            _will_retry=None if task is None else partial(self.executor.would_retry, job, task),
         )
         deadline = None
         if task is not None and task.timeout is not None:
