@@ -10,8 +10,12 @@ job*: task ``durq.hook:<task>``, payload ``{"job_id": id, "hook": "fail"}``, ide
   marks the outcomes of its tasks that have ``on_fail`` (:func:`mark_outcome`), and the store
   inserts the hook job for each marked outcome that left its job ``failed``. Outcomes of
   other tasks are not marked and cost nothing;
-- the reaper (a lease lost with no attempts left) and a charged shutdown release: these
-  read the ``on_fail`` flag stored on the job at enqueue (:func:`with_hooks`), a rare path.
+- the reaper (a lease lost with no attempts left) and a charged shutdown release, rare
+  paths: a job gets its hook job when the ``on_fail`` flag was stored on it at enqueue
+  (:func:`with_hooks`: the producer had the task registered) or when the worker running the
+  reaper / the release has the task with ``on_fail`` (:func:`fail_tasks`). A job enqueued
+  by name by a producer without the task, and reaped by a process without it either (a
+  PostgreSQL leader of another app), gets no hook job.
 
 ``hook_queue=`` on the task (stored on the job as ``hook_queue``) is the queue of all its hook
 jobs (``on_expire``, ``on_slow``, ``on_fail``), so hooks still run while the task's queue is
@@ -48,6 +52,12 @@ def with_hooks(new: NewJob, task: Task[Any, Any] | None) -> NewJob:
     if task is None or (task.on_fail is None and task.hook_queue is None):
         return new
     return replace(new, on_fail=task.on_fail is not None, hook_queue=task.hook_queue)
+
+
+def fail_tasks(app: Durq) -> list[str]:
+    """The names of ``app``'s tasks that have ``on_fail`` (the reaper's hook: jobs of these
+    tasks that it fails get their hook job even when their producer did not know the task)."""
+    return sorted(name for name, task in app.tasks.items() if task.on_fail is not None)
 
 
 def mark_outcome(app: Durq, task_name: str, outcome: Outcome) -> Outcome:

@@ -235,3 +235,29 @@ def test_find_returns_the_job_holding_a_key(app: durq.Durq) -> None:
         app.find("default", "")
     with pytest.raises(durq.ConfigError):
         app.find("", "photo:1")
+
+
+def test_jobs_enqueued_by_name_get_their_hook_from_the_reaper_and_release_that_know_the_task(
+    app: durq.Durq, make: Callable[[], durq.Durq], clock: Clock
+) -> None:
+    """A producer without the task stores no flag; the worker's reaper passes its tasks with
+    on_fail, and its release says so itself."""
+    register(app)
+    producer = make()  # no tasks registered
+    reaped = producer.enqueue("render", {"n": 1}, max_attempts=1)
+    released = producer.enqueue("render", {"n": 2}, max_attempts=1)
+    plain = producer.enqueue("plain", {"n": 3}, max_attempts=1)
+    c1, c2 = app.store.claim("default", ["render"], 2, LEASE, "w1")
+    claim(app, task="plain")
+    error = json.dumps({"attempt": 1, "at": 0, "type": "Shutdown", "message": "bye",
+                        "traceback": "", "kind": "shutdown"})  # fmt: skip
+    released_claim = c1 if c1.id == released.id else c2
+    assert app.store.release(
+        released_claim.id, released_claim.lease_token, 0, error, on_fail=True
+    ) == ("failed", 1)
+    clock.advance(LEASE + 1)
+    assert app.store.reap(fail_tasks=["render"]).failed == 2
+    assert app.get(plain.id).state == "failed"
+    assert [k for _, k, _ in hook_jobs(app)] == sorted(
+        [f"durq.fail:{reaped.id}", f"durq.fail:{released.id}"]
+    )

@@ -156,10 +156,18 @@ class Store(Protocol):
     def set_progress(self, job_id: int, token: int, progress: str) -> bool: ...
 
     def release(
-        self, job_id: int, token: int, free_requeues: int, error: str
-    ) -> tuple[str, int] | None: ...
+        self, job_id: int, token: int, free_requeues: int, error: str, on_fail: bool = False
+    ) -> tuple[str, int] | None:
+        """Give a running job back at shutdown (see docs/architecture.md). When this fails
+        it, the on_fail hook job is inserted in the same transaction if ``on_fail`` (the
+        worker knows the task has one) or the job was flagged at enqueue (durq.hooks)."""
+        ...
 
-    def reap(self) -> ReapSummary: ...
+    def reap(self, fail_tasks: Sequence[str] = ()) -> ReapSummary:
+        """Requeue expired leases, or fail them when no attempts are left; a failed job
+        whose task is in ``fail_tasks`` (the worker's tasks with on_fail) or was flagged at
+        enqueue gets its on_fail hook job in the same transaction (durq.hooks)."""
+        ...
 
     def get(self, job_id: int) -> JobRecord | None: ...
 

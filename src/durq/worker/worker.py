@@ -292,7 +292,11 @@ class Worker:
         message = f"worker {self.id} shut down while the attempt ran"
         error = error_json("shutdown", message, job.attempt, self.app.store.now())
         try:
-            result = self.app.store.release(job.id, job.lease_token, self.free_requeues, error)
+            task = self.app.tasks.get(job.task)
+            on_fail = task is not None and task.on_fail is not None  # durq.hooks
+            result = self.app.store.release(
+                job.id, job.lease_token, self.free_requeues, error, on_fail=on_fail
+            )
         except Exception as exc:  # noqa: BLE001 - the lease will expire and the reaper requeues
             log.warning("could not release job %s: %s (the reaper will)", job.id, exc)
             return

@@ -21,8 +21,8 @@ WHERE j.id = x.id
 # In the transaction that failed them: one hook job (task durq.hook:<task>, key
 # durq.fail:<id>, on the job's hook queue) for each job among %(ids)s that is 'failed' now,
 # and a wake-up per hook queue. With %(flagged)s only jobs whose task had on_fail at enqueue
-# (the reaper, a release); else every one of the ids (the worker marked them). The key
-# makes a second insert for the same job a no-op.
+# or is one of %(tasks)s (the reaper: the worker's tasks with on_fail); else every one of
+# the ids (the worker marked them). The key makes a second insert for the same job a no-op.
 INSERT_FAIL_HOOKS = """
 WITH hooks AS (
     INSERT INTO {s}.jobs (queue, task, payload, priority, run_at, max_attempts, state, key,
@@ -31,7 +31,7 @@ WITH hooks AS (
            json_build_object('job_id', id, 'hook', 'fail')::text, priority,
            {s}.epoch(%(at)s), %(max_attempts)s, 'queued', 'durq.fail:' || id, {s}.epoch(%(at)s)
     FROM {s}.jobs
-    WHERE id = ANY(%(ids)s::bigint[]) AND state = 'failed' AND (NOT %(flagged)s OR on_fail)
+    WHERE id = ANY(%(ids)s::bigint[]) AND state = 'failed' AND (NOT %(flagged)s OR on_fail OR task = ANY(%(tasks)s::text[]))
     ON CONFLICT (queue, key) WHERE key IS NOT NULL DO NOTHING
     RETURNING queue)
 SELECT pg_notify(%(channel)s, queue) FROM (SELECT DISTINCT queue FROM hooks) AS woken

@@ -364,7 +364,7 @@ class PostgresStore(Shortcuts):
             return cur.rowcount == 1
 
     def release(
-        self, job_id: int, token: int, free_requeues: int, error: str
+        self, job_id: int, token: int, free_requeues: int, error: str, on_fail: bool = False
     ) -> tuple[str, int] | None:
         params = {
             "at": self._at(),
@@ -377,15 +377,16 @@ class PostgresStore(Shortcuts):
             row = conn.execute(self._sql["RELEASE"], params).fetchone()
             if row is not None and row[0] == "failed":
                 self._batches.close_for_jobs(conn, [job_id], self._at())
-                self._fail_hooks(conn, [job_id], params["at"], flagged=True)
+                self._fail_hooks(conn, [job_id], self._at(), flagged=not on_fail)
         return (row[0], row[1]) if row else None
 
-    def reap(self) -> ReapSummary:
+    def reap(self, fail_tasks: Sequence[str] = ()) -> ReapSummary:
         at = self._at()
         with self._tx() as conn:
             rows = conn.execute(self._sql["REAP"], {"at": at}).fetchall()
             self._batches.close_for_jobs(conn, [r[0] for r in rows if r[1] == "failed"], at)
-            self._fail_hooks(conn, [r[0] for r in rows if r[1] == "failed"], at, flagged=True)
+            failed = [r[0] for r in rows if r[1] == "failed"]
+            self._fail_hooks(conn, failed, at, flagged=True, tasks=fail_tasks)
             at = conn.execute(self._sql["CLOCK"], {"at": at}).fetchone()
             now = float(at[0]) if at else self.now()
             summary = ReapSummary(
@@ -1116,7 +1117,12 @@ class PostgresStore(Shortcuts):
         )
 
     def _fail_hooks(
-        self, conn: psycopg.Connection[Any], ids: Sequence[int], at: float | None, flagged: bool
+        self,
+        conn: psycopg.Connection[Any],
+        ids: Sequence[int],
+        at: float | None,
+        flagged: bool,
+        tasks: Sequence[str] = (),
     ) -> None:
         """Insert the on_fail hook jobs of the jobs among ``ids`` that are failed now, inside
         the caller's transaction (the one that failed them), and wake their queues."""
@@ -1132,6 +1138,7 @@ class PostgresStore(Shortcuts):
                 "at": at,
                 "max_attempts": HOOK_MAX_ATTEMPTS,
                 "flagged": flagged,
+                "tasks": list(tasks),
                 "channel": self.channel,
             },
         ).fetchall()

@@ -340,7 +340,7 @@ class SqliteStore(Shortcuts):
         return cur.rowcount == 1
 
     def release(
-        self, job_id: int, token: int, free_requeues: int, error: str
+        self, job_id: int, token: int, free_requeues: int, error: str, on_fail: bool = False
     ) -> tuple[str, int] | None:
         conn = self._conn()
         params: dict[str, Any] = {
@@ -354,16 +354,17 @@ class SqliteStore(Shortcuts):
             row = conn.execute(q.RELEASE, params).fetchone()
             if row is not None and row[0] == "failed":
                 sb.close_for_jobs(conn, [job_id], params["now"])
-                self._fail_hooks(conn, [job_id], params["now"], flagged=True)
+                self._fail_hooks(conn, [job_id], params["now"], flagged=not on_fail)
         return (row[0], row[1]) if row else None
 
-    def reap(self) -> ReapSummary:
+    def reap(self, fail_tasks: Sequence[str] = ()) -> ReapSummary:
         conn = self._conn()
         with self._write():
             now = self.now()
             rows = conn.execute(q.REAP, {"now": now}).fetchall()
             sb.close_for_jobs(conn, [r[0] for r in rows if r[1] == "failed"], now)
-            self._fail_hooks(conn, [r[0] for r in rows if r[1] == "failed"], now, flagged=True)
+            failed = [r[0] for r in rows if r[1] == "failed"]
+            self._fail_hooks(conn, failed, now, flagged=True, tasks=fail_tasks)
             summary = ReapSummary(
                 at=now,
                 recovered=sum(1 for r in rows if r[1] == "queued"),
@@ -986,7 +987,11 @@ class SqliteStore(Shortcuts):
 
     @staticmethod
     def _fail_hooks(
-        conn: sqlite3.Connection, ids: Sequence[int], now: float, flagged: bool
+        conn: sqlite3.Connection,
+        ids: Sequence[int],
+        now: float,
+        flagged: bool,
+        tasks: Sequence[str] = (),
     ) -> None:
         """Insert the on_fail hook jobs of the jobs among ``ids`` that are failed now, inside
         the caller's write transaction (the one that failed them)."""
@@ -1002,6 +1007,7 @@ class SqliteStore(Shortcuts):
                 "now": now,
                 "max_attempts": HOOK_MAX_ATTEMPTS,
                 "flagged": 1 if flagged else 0,
+                "tasks": json.dumps(list(tasks)),
             },
         )
 
