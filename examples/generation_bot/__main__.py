@@ -16,14 +16,13 @@ import os
 import socket
 import sqlite3
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import IO, Any
 
 from durq.observability.events import configure_json_logging
 
-from .bot import FREE_REQUEUES, QUEUE, SHUTDOWN_GRACE, Bot, create_app, watch_failures
+from .bot import FREE_REQUEUES, QUEUE, SHUTDOWN_GRACE, Bot, create_app
 
 UPLOADS = """CREATE TABLE IF NOT EXISTS uploads (
     request_id TEXT PRIMARY KEY, chat_id TEXT NOT NULL, photo TEXT NOT NULL,
@@ -148,15 +147,12 @@ def run_bot(args: argparse.Namespace) -> int:
     else:
         bot.dq.resume(QUEUE, source="env")  # set to 0 and restarted: the env pause goes
     pause = bot.dq.paused(QUEUE)
-    stop = threading.Event()
-    threading.Thread(target=watch_failures, args=(bot, stop), daemon=True).start()
     worker = bot.dq.worker(concurrency=args.concurrency, lease=args.lease,
                            grace=SHUTDOWN_GRACE * bot.scale, free_requeues=FREE_REQUEUES)  # fmt: skip
     _say("bot_started", pid=os.getpid(), maintenance=pause.source if pause else None)
     try:
         return int(worker.run(install_signals=True))
     finally:
-        stop.set()
         bot.dq.close()
         held.close()
 

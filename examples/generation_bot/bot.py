@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -80,7 +79,6 @@ class Bot:
     dq: durq.Durq
     generate: durq.Task[Any, Any]
     tell: durq.Task[Any, Any]
-    report_failure: durq.Task[Any, Any]
     publish_lead: durq.Task[Any, Any]
     scale: float
 
@@ -125,6 +123,20 @@ def create_app(url: str, *, chat_url: str, ai_url: str, time_scale: float = 1.0)
     def on_expire(job: durq.Job) -> None:
         tell_once(job, "failed")
 
+    def report_failure(job: durq.Job) -> None:
+        """``on_fail`` of ``generate``: the job ended ``failed`` by any path (its last
+        attempt, a 402, the reaper after a kill, a charged shutdown requeue). durq runs it
+        once, as a hook job on the ``notify`` queue: tell the guest, and the admins unless it
+        was billing (already alerted)."""
+        err = job.last_error
+        if err is not None and err.type.rsplit(".", 1)[-1] == BillingExhausted.__name__:
+            tell_once(job, "unavailable")
+            return
+        tell_once(job, "failed")
+        why = f"{err.kind}: {err.message}" if err else "unknown"
+        dq.alert(f"generation_failed:{job.id}", f"job {job.id} failed after "
+                 f"{job.attempts} attempt(s): {why}", severity="error", cooldown=ALERT_COOLDOWN)  # fmt: skip
+
     def call(provider: str, photo: str) -> str:
         try:
             return str(_post(f"{ai_url}/ai/{provider}/generate", {"photo": photo})["pack"])
@@ -137,7 +149,8 @@ def create_app(url: str, *, chat_url: str, ai_url: str, time_scale: float = 1.0)
 
     @dq.task(queue=QUEUE, max_attempts=MAX_ATTEMPTS, backoff=durq.constant(JOB_RETRY_DELAY * s),
              concurrency=GENERATION_SLOTS, deadline_in=DEADLINE * s, notice_after=NOTICE_AFTER * s,
-             on_slow=on_slow, on_expire=on_expire)  # fmt: skip
+             on_slow=on_slow, on_expire=on_expire, on_fail=report_failure,
+             hook_queue=NOTIFY_QUEUE)  # hooks run while generation is paused  # fmt: skip
     def generate(chat_id: str, photo: str) -> dict[str, Any]:
         """Make a pack from ``photo``: each provider in turn, 429s retried in the job."""
         ctx = durq.context()
@@ -165,21 +178,6 @@ def create_app(url: str, *, chat_url: str, ai_url: str, time_scale: float = 1.0)
             raise BillingExhausted("BILLING_EXHAUSTED: " + "; ".join(errors))
         raise GenerationError("no provider produced a pack: " + "; ".join(errors))
 
-    @dq.task(queue=NOTIFY_QUEUE, max_attempts=MESSAGE_ATTEMPTS,
-             backoff=durq.constant(MESSAGE_PAUSE * s))  # fmt: skip
-    def report_failure(job_id: int) -> None:
-        """A generation job ended ``failed`` (its last attempt, a 402, or the reaper after a
-        kill): tell the guest, and the admins unless it was billing (already alerted)."""
-        job = dq.get(job_id)
-        err = job.last_error
-        if err is not None and err.type.rsplit(".", 1)[-1] == BillingExhausted.__name__:
-            tell_once(job, "unavailable")
-            return
-        tell_once(job, "failed")
-        why = f"{err.kind}: {err.message}" if err else "unknown"
-        dq.alert(f"generation_failed:{job_id}", f"job {job_id} failed after "
-                 f"{job.attempts} attempt(s): {why}", severity="error", cooldown=ALERT_COOLDOWN)  # fmt: skip
-
     @dq.task(
         queue=LEADS_QUEUE, max_attempts=5, backoff=durq.tiers([5 * s, 15 * s, 60 * s, 300 * s])
     )
@@ -187,21 +185,4 @@ def create_app(url: str, *, chat_url: str, ai_url: str, time_scale: float = 1.0)
         """Post a lead card to the leads group; the lead number is the job id."""
         send(LEADS_CHAT, f"Lead #{durq.context().job_id}: {name}, {contact}")
 
-    return Bot(dq, generate, tell, report_failure, publish_lead, s)
-
-
-def watch_failures(bot: Bot, stop: threading.Event, every: float = 0.5) -> None:
-    """Enqueue ``report_failure`` once per failed generation job (key ``report:<id>``).
-
-    durq has no hook for "a job ended failed"; jobs that fail by the reaper (after a
-    SIGKILL) or by a charged shutdown requeue run no code of ours, so this loop finds them.
-    """
-    reported: set[int] = set()
-    while not stop.wait(every):
-        try:
-            for job in bot.dq.jobs(state="failed", queue=QUEUE, task="generate", limit=100):
-                if job.id not in reported:
-                    bot.report_failure.options(key=f"report:{job.id}").enqueue(job_id=job.id)
-                    reported.add(job.id)
-        except durq.StoreError:
-            continue  # busy or briefly unavailable: the next tick tries again
+    return Bot(dq, generate, tell, publish_lead, s)

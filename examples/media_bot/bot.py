@@ -29,7 +29,7 @@ from typing import Any
 
 import durq
 from durq.blobs import BlobStore
-from durq.classify import PERMANENT, TRANSIENT, classify, rule
+from durq.classify import PERMANENT, TRANSIENT, rule
 
 QUEUE = "media"
 LIMIT, SLOTS = "yt-dlp", 3  # "YTDLP_CONCURRENCY = 3", shared by jobs and inline queries
@@ -194,11 +194,10 @@ class MediaBot:
             ):  # one fetch per video
                 file_id = self.send_video(chat_id, url, meta, job=ctx.job_id)
         except Exception as exc:
-            final = classify(exc, RULES).kind == PERMANENT or ctx.attempt >= ctx.max_attempts
-            text = (
-                f"💥 {exc}"
-                if final
-                else f"⚠️ {exc}\nretrying (attempt {ctx.attempt + 1} of {ctx.max_attempts})…"
+            text = (  # the worker's own decision: classification and attempts left
+                f"⚠️ {exc}\nretrying (attempt {ctx.attempt + 1} of {ctx.max_attempts})…"
+                if ctx.will_retry(exc)
+                else f"💥 {exc}"
             )
             self.chat.edit(chat_id, status, text)
             raise

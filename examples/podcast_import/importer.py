@@ -405,10 +405,8 @@ def start_import(dq: durq.Durq, podcast_id: str, *, migration: bool = False,
                 ],
                 keys=[f"item:{i}" for i in ids],
             )
-        with write(conn):
+        with write(conn):  # an item's job is found again by its key (dq.find), not stored
             conn.execute("UPDATE imports SET batch_id = ? WHERE id = ?", (batch.id, import_id))
-            conn.executemany("UPDATE import_items SET job_id = ? WHERE id = ?",
-                             [(j.id, i) for j, i in zip(jobs, ids, strict=True)])  # fmt: skip
     log("import_items_enqueued", import_id=import_id, batch_id=batch.id, sent=len(jobs),
         expected=len(ids))  # fmt: skip
     return import_id, batch.id
@@ -418,14 +416,16 @@ def retry_failed(dq: durq.Durq, import_id: int) -> list[int]:
     """``/:id/retry-failed``: failed items back to pending and their jobs retried (this
     reopens the batch, so it completes, and finalises, again). Returns the item ids."""
     with connect(SETTINGS["db"]) as conn:
-        failed = conn.execute("SELECT id, job_id FROM import_items WHERE import_id = ? "
+        failed = conn.execute("SELECT id FROM import_items WHERE import_id = ? "
                               "AND status = 'failed'", (import_id,)).fetchall()  # fmt: skip
         with write(conn):
             conn.execute("UPDATE import_items SET status = 'pending', reason = NULL, detail = NULL "
                          "WHERE import_id = ? AND status = 'failed'", (import_id,))  # fmt: skip
             conn.execute("UPDATE imports SET status = 'running' WHERE id = ?", (import_id,))
-    for _, job_id in failed:
-        dq.retry(job_id)
+    for (item_id,) in failed:
+        job = dq.find(ITEM_QUEUE, f"item:{item_id}")  # the key the enqueue gave it
+        if job is not None:
+            dq.retry(job.id)
     return [int(r[0]) for r in failed]
 
 

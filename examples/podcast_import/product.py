@@ -38,7 +38,7 @@ CREATE TABLE IF NOT EXISTS imports (
 CREATE TABLE IF NOT EXISTS import_items (
   id INTEGER PRIMARY KEY, import_id INTEGER NOT NULL, guid TEXT NOT NULL, data TEXT NOT NULL,
   status TEXT NOT NULL DEFAULT 'pending', reason TEXT, detail TEXT, episode_id INTEGER,
-  attempts INTEGER NOT NULL DEFAULT 0, job_id INTEGER);
+  attempts INTEGER NOT NULL DEFAULT 0);
 """
 
 #: Item states that close an item ("every terminal branch calls finaliseIfLastItem").

@@ -30,6 +30,7 @@ from durq.errors import (
     PayloadError,
     UnknownTask,
 )
+from durq.hooks import with_hooks
 from durq.job import Job
 from durq.limits import Hold, TaskLimits, with_limit
 from durq.model import JobRecord, SweepSummary
@@ -204,6 +205,8 @@ class Durq:
         concurrency: int | None = None,
         concurrency_key: str | Callable[[dict[str, Any]], str] | None = None,
         rate_limit: str | None = None,
+        on_fail: Callable[[Job], Any] | None = None,
+        hook_queue: str | None = None,
     ) -> Callable[[Callable[..., Any]], Task[Any, Any]]: ...
 
     def task(
@@ -224,6 +227,8 @@ class Durq:
         concurrency: int | None = None,
         concurrency_key: str | Callable[[dict[str, Any]], str] | None = None,
         rate_limit: str | None = None,
+        on_fail: Callable[[Job], Any] | None = None,
+        hook_queue: str | None = None,
     ) -> Task[Any, Any] | Callable[[Callable[..., Any]], Task[Any, Any]]:
         """Register a function (``def`` or ``async def``) as a task.
 
@@ -259,6 +264,14 @@ class Durq:
                 enqueue and stored on the job (e.g. the URL's host); default: the task name.
             rate_limit: ``"N/s"``, ``"N/m"`` or ``"N/h"``: at most N starts of its jobs per
                 key in any such window, across every worker (see docs/features/limits.md).
+            on_fail: ``fn(job: durq.Job) -> None`` (or ``async def``), run once, as a hook
+                job, after a job of this task ended ``failed`` by any path: a permanent
+                error, its last attempt, the reaper (lease lost, no attempts left), a charged
+                shutdown release; ``job`` is the failed job as stored
+                (docs/features/hooks.md).
+            hook_queue: the queue of this task's hook jobs (``on_expire``, ``on_slow``,
+                ``on_fail``); default: the job's own queue. Use a queue that is not paused
+                with the task's, so that hooks run during maintenance.
 
         Raises:
             ConfigError: a bad option, or another function already registered as ``name``.
@@ -294,6 +307,7 @@ class Durq:
                 rules=rules,
                 **self._deadline_defaults(deadline_in, notice_after, on_expire, on_slow),
                 limits=TaskLimits.build(task_name, concurrency, concurrency_key, rate_limit),
+                **self._hook_options(on_fail, hook_queue),
             )
             self.tasks[task_name] = registered
             return registered
@@ -493,6 +507,7 @@ class Durq:
             t.batch_id,
             t.park, t.park_ttl, t.deadline, t.deadline_in, t.notice_after,
         )  # fmt: skip
+        new = with_hooks(new, task)  # on_fail flag, hook queue (durq.hooks)
         return with_limit(new, task.limits if task is not None else None, payload)
 
     def _job_after_insert(self, new: NewJob, ins: Inserted, log: bool) -> Job:
@@ -1232,6 +1247,36 @@ class Durq:
             }
             for u in self.store.limit_usage()
         ]
+
+    # -- hooks --
+
+    def find(self, queue: str, key: str) -> Job | None:
+        """The job of ``queue`` that holds the idempotency key ``key``, or None.
+
+        Keys are unique per queue (a second enqueue with the same ``(queue, key)`` returns
+        the first job), so this finds a job from the key its producer chose, without storing
+        its id. A hook job is found the same way: ``dq.find(hook_queue, "durq.fail:<id>")``.
+
+        Raises:
+            ConfigError: ``queue`` or ``key`` is not a non-empty str (key: up to 1000
+                characters) of valid Unicode text.
+            StoreError: the database could not be read.
+        """
+        _check_name("queue", queue)
+        _check_name("key", key, 1000)
+        record = self.store.find(queue, key)
+        return None if record is None else Job(self.store, record)
+
+    @staticmethod
+    def _hook_options(
+        on_fail: Callable[[Job], Any] | None, hook_queue: str | None
+    ) -> dict[str, Any]:
+        """Checked ``on_fail`` and ``hook_queue`` of a task (keyword arguments of Task)."""
+        if on_fail is not None and not callable(on_fail):
+            raise ConfigError(f"on_fail must be a callable fn(job), not {on_fail!r}")
+        if hook_queue is not None:
+            _check_name("hook_queue", hook_queue)
+        return {"on_fail": on_fail, "hook_queue": hook_queue}
 
 
 def _check_seconds(what: str, value: object) -> None:

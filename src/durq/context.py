@@ -36,6 +36,7 @@ class JobContext:
     _write_progress: Callable[[int, int, str], bool] = field(repr=False)
     _lost: bool = field(default=False, repr=False)
     _steps: StepStore | None = field(default=None, repr=False)
+    _will_retry: Callable[[BaseException], bool] | None = field(default=None, repr=False)
 
     @property
     def lease_lost(self) -> bool:
@@ -105,6 +106,29 @@ class JobContext:
             Whatever ``fn`` raises propagates unchanged, and nothing is recorded.
         """
         return run_step(self, self._steps, name, fn, args, kwargs)
+
+    # -- hooks --
+
+    def will_retry(self, exc: BaseException) -> bool:
+        """Whether the worker would retry this job if the task raised ``exc`` now.
+
+        The worker's own decision (:meth:`durq.worker.executor.Executor.would_retry`): the
+        same classification (a :class:`durq.Permanent` / :class:`durq.Transient` type, the
+        task's ``classify`` rules, then the app's, then the built-in ones, and the app's
+        ``retry_unclassified`` for the rest) and attempts left (``attempt <
+        max_attempts``). So a task can say "retrying (attempt 2 of 3)" or "final failure"
+        exactly when the worker does that. It does not foresee a timeout, a lost lease or
+        a :meth:`durq.Durq.cancel`. A :class:`durq.PauseQueue` gives the job back: True.
+
+        Args:
+            exc: the exception the task is about to raise (or let escape).
+
+        Raises:
+            DurqError: this context was not made by a worker.
+        """
+        if self._will_retry is None:
+            raise DurqError("will_retry() needs a context made by a durq worker")
+        return self._will_retry(exc)
 
 
 def context() -> JobContext:

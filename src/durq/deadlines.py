@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 #: Attempts of one hook job (a hook that raises is retried with the default backoff).
 HOOK_MAX_ATTEMPTS = 5
 
-HOOKS = ("expire", "slow")
+HOOKS = ("expire", "slow", "fail")  # "fail": on_fail (durq.hooks)
 
 
 def hook_task_name(task: str) -> str:
@@ -50,7 +50,7 @@ def install_hooks(app: Durq) -> None:
             app,
             _runner(app, name),
             name=hook_task_name(name),
-            queue=task.queue,
+            queue=task.hook_queue or task.queue,  # hook_queue: see durq.hooks
             max_attempts=HOOK_MAX_ATTEMPTS,
             backoff=as_backoff(None),
             timeout=None,
@@ -65,7 +65,7 @@ def _runner(app: Durq, task_name: str) -> Any:
         if hook not in HOOKS:
             raise ValueError(f"unknown hook {hook!r}; one of {HOOKS}")
         task = app.tasks[task_name]
-        fn = task.on_expire if hook == "expire" else task.on_slow
+        fn = {"expire": task.on_expire, "slow": task.on_slow, "fail": task.on_fail}[hook]
         if fn is None:
             return None
         try:

@@ -140,6 +140,10 @@ class Outcome:
     #: the job's batch (from :attr:`Claimed.batch_id`): the store then closes the batch in
     #: the same transaction when this outcome makes its last member terminal.
     batch_id: int | None = None
+    #: the job's task has an ``on_fail`` hook (set by the worker): if this outcome leaves
+    #: the job ``failed`` (also a retry the store turns into a failure), the store inserts
+    #: the hook job in the same transaction (docs/features/hooks.md).
+    on_fail: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,9 @@ class Task(Generic[P, R]):
         on_expire, on_slow: hooks ``fn(job: durq.Job) -> None`` run (as hook jobs) once a
             job of this task expired / was noticed as slow, or None.
         limits: its concurrency / rate limit (:class:`durq.limits.TaskLimits`), or None.
+        on_fail: hook ``fn(job: durq.Job) -> None`` run (as a hook job) once a job of this
+            task ended ``failed``, by any path, or None (docs/features/hooks.md).
+        hook_queue: the queue of its hook jobs, or None for the job's own queue.
     """
 
     def __init__(
@@ -78,6 +81,8 @@ class Task(Generic[P, R]):
         on_expire: Callable[[Job], Any] | None = None,
         on_slow: Callable[[Job], Any] | None = None,
         limits: TaskLimits | None = None,
+        on_fail: Callable[[Job], Any] | None = None,
+        hook_queue: str | None = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -93,6 +98,8 @@ class Task(Generic[P, R]):
         self.on_expire = on_expire
         self.on_slow = on_slow
         self.limits = limits
+        self.on_fail = on_fail
+        self.hook_queue = hook_queue
         self.is_async = inspect.iscoroutinefunction(fn)
         self.signature = inspect.signature(fn)
         params = self.signature.parameters.values()

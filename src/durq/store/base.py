@@ -48,6 +48,14 @@ class NewJob:
     deadline_in: float | None = None  # seconds after created_at (when deadline is None)
     notice_after: float | None = None  # seconds after created_at until on_slow is due
     limit: JobLimit | None = None
+    # -- hooks -- (see durq.hooks)
+    on_fail: bool = False  # its task has on_fail: the reaper / a release insert the hook job
+    hook_queue: str | None = None  # the queue of its hook jobs (None: its own queue)
+
+    @property
+    def has_hooks(self) -> bool:
+        """True when the row needs its on_fail flag or hook queue set after its insert."""
+        return self.on_fail or self.hook_queue is not None
 
     @property
     def has_extras(self) -> bool:
@@ -148,10 +156,18 @@ class Store(Protocol):
     def set_progress(self, job_id: int, token: int, progress: str) -> bool: ...
 
     def release(
-        self, job_id: int, token: int, free_requeues: int, error: str
-    ) -> tuple[str, int] | None: ...
+        self, job_id: int, token: int, free_requeues: int, error: str, on_fail: bool = False
+    ) -> tuple[str, int] | None:
+        """Give a running job back at shutdown (see docs/architecture.md). When this fails
+        it, the on_fail hook job is inserted in the same transaction if ``on_fail`` (the
+        worker knows the task has one) or the job was flagged at enqueue (durq.hooks)."""
+        ...
 
-    def reap(self) -> ReapSummary: ...
+    def reap(self, fail_tasks: Sequence[str] = ()) -> ReapSummary:
+        """Requeue expired leases, or fail them when no attempts are left; a failed job
+        whose task is in ``fail_tasks`` (the worker's tasks with on_fail) or was flagged at
+        enqueue gets its on_fail hook job in the same transaction (durq.hooks)."""
+        ...
 
     def get(self, job_id: int) -> JobRecord | None: ...
 
@@ -390,6 +406,11 @@ class Store(Protocol):
         Raises:
             StoreError: PostgreSQL could not be read.
         """
+
+    # -- hooks --
+
+    def find(self, queue: str, key: str) -> JobRecord | None:
+        """The job of ``queue`` holding idempotency key ``key``, or None."""
         ...
 
 

@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from durq.classify import PERMANENT, classify, describe
+from durq.classify import PERMANENT, Classification, classify, describe
 from durq.context import JobContext, bind, unbind
 from durq.errors import PauseQueue, PayloadError, Permanent
 from durq.failpoints import hit
@@ -120,8 +120,7 @@ class Executor:
         """Classify a task's exception: fail now, or schedule a retry with backoff."""
         if isinstance(exc, PauseQueue):  # not a failure: see durq.pause.settle_pause
             return pause_outcome(job, exc, self.clock())
-        default = "transient" if self.app.retry_unclassified else PERMANENT
-        decision = classify(exc, (*task.rules, *self.app.rules), default=default)
+        decision = self.decision(task, exc)
         type_name = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
         tb = "".join(traceback.format_exception(exc))
         kind = (
@@ -132,6 +131,22 @@ class Executor:
         if decision.kind == PERMANENT or isinstance(exc, Permanent):
             return self.failed(job, type_name, describe(exc), kind, tb)
         return self._retry_or_fail(job, task, type_name, describe(exc), tb, kind, exc)
+
+    def decision(self, task: Task[Any, Any], exc: BaseException) -> Classification:
+        """The classification of a task's exception: the task's rules, then the app's, then
+        the built-in ones; unclassified errors by the app's ``retry_unclassified``."""
+        default = "transient" if self.app.retry_unclassified else PERMANENT
+        return classify(exc, (*task.rules, *self.app.rules), default=default)
+
+    def would_retry(self, job: Claimed, task: Task[Any, Any], exc: BaseException) -> bool:
+        """Whether :meth:`errored` would schedule a retry of ``job`` for ``exc`` (behind
+        ``durq.context().will_retry``): not permanent, and attempts left. A
+        :class:`durq.PauseQueue` gives the job back without a failure: True."""
+        if isinstance(exc, PauseQueue):
+            return True
+        if isinstance(exc, Permanent) or self.decision(task, exc).kind == PERMANENT:
+            return False
+        return job.attempt < job.max_attempts
 
     def _retry_or_fail(
         self,

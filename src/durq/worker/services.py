@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from durq.errors import StoreBusy, StoreError, StoreFull, StoreUnavailable
 from durq.failpoints import hit
+from durq.hooks import fail_tasks, mark_outcome
 from durq.model import Outcome
 from durq.observability import events
 from durq.pause import PAUSE_KIND, settle_pause
@@ -108,7 +109,7 @@ class Claimer(Service):
                 if batch:
                     hit("before_finish")
                 applied, claimed = store.finish_and_claim(
-                    [with_batch(a, o) for a, o in batch],
+                    [mark_outcome(w.app, a.job.task, with_batch(a, o)) for a, o in batch],
                     queues,
                     tasks,
                     free if claim_now else 0,
@@ -213,7 +214,7 @@ class Reaper(Service):
         store = self.worker.app.store
         if not store.lead("maintenance", stale_after=max(3 * self.worker.reap_interval, 1.0)):
             return
-        summary = store.reap()
+        summary = store.reap(fail_tasks(self.worker.app))
         if summary.recovered or summary.failed:
             events.emit(
                 events.LEASES_RECOVERED,

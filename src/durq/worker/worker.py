@@ -12,6 +12,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Mapping, Sequence
+from functools import partial
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -291,7 +292,11 @@ class Worker:
         message = f"worker {self.id} shut down while the attempt ran"
         error = error_json("shutdown", message, job.attempt, self.app.store.now())
         try:
-            result = self.app.store.release(job.id, job.lease_token, self.free_requeues, error)
+            task = self.app.tasks.get(job.task)
+            on_fail = task is not None and task.on_fail is not None  # durq.hooks
+            result = self.app.store.release(
+                job.id, job.lease_token, self.free_requeues, error, on_fail=on_fail
+            )
         except Exception as exc:  # noqa: BLE001 - the lease will expire and the reaper requeues
             log.warning("could not release job %s: %s (the reaper will)", job.id, exc)
             return
@@ -321,6 +326,7 @@ class Worker:
             job.lease_token,
             self.app.store.set_progress,
             _steps=self.app.store,
+            _will_retry=None if task is None else partial(self.executor.would_retry, job, task),
         )
         deadline = None
         if task is not None and task.timeout is not None:

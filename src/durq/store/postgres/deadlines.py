@@ -44,7 +44,7 @@ done AS (
             'attempt', j.attempts, 'at', {s}.epoch(%(at)s), 'type', 'Expired',
             'message', %(message)s::text, 'traceback', '', 'kind', 'expired')::text)
     FROM picked WHERE j.id = picked.id
-    RETURNING j.id, j.queue, j.task, j.priority),
+    RETURNING j.id, coalesce(j.hook_queue, j.queue) AS queue, j.task, j.priority),
 hooks AS (
     INSERT INTO {s}.jobs (queue, task, payload, priority, run_at, max_attempts, state, key,
                           created_at)
@@ -91,7 +91,7 @@ WITH picked AS (
 done AS (
     UPDATE {s}.jobs AS j SET noticed_at = {s}.epoch(%(at)s)
     FROM picked WHERE j.id = picked.id
-    RETURNING j.id, j.queue, j.task, j.priority),
+    RETURNING j.id, coalesce(j.hook_queue, j.queue) AS queue, j.task, j.priority),
 hooks AS (
     INSERT INTO {s}.jobs (queue, task, payload, priority, run_at, max_attempts, state, key,
                           created_at)

@@ -28,6 +28,7 @@ from durq.store.blobs import BlobCollected, BlobRecord, BlobRelease, PutResult, 
 from durq.store.limits import LimitUsage, lock_id
 from durq.store.postgres import blobs as bq
 from durq.store.postgres import deadlines as dl
+from durq.store.postgres import hooks as hk
 from durq.store.postgres import limits as lq
 from durq.store.postgres import pause_queries as pq
 from durq.store.postgres import periodic as per
@@ -176,6 +177,7 @@ class PostgresStore(Shortcuts):
             and jobs[0].key is None
             and not jobs[0].has_extras
             and jobs[0].limit is None
+            and not jobs[0].has_hooks
         ):
             job = jobs[0]
             params = {
@@ -239,6 +241,7 @@ class PostgresStore(Shortcuts):
                 )
         flush()
         self._set_limits(conn, jobs, out)
+        self._set_hooks(conn, jobs, out)
         for queue in sorted({j.queue for j in jobs}):
             conn.execute(self._sql["NOTIFY"], {"channel": self.channel, "queue": queue})
         return out
@@ -279,6 +282,7 @@ class PostgresStore(Shortcuts):
             hit("finish_tx")
         done: set[int] = set()
         batched = any(o.batch_id is not None for o in outcomes)  # then close them in one tx
+        hooked = any(o.on_fail for o in outcomes)  # on_fail hook jobs: in the same tx
         # limits: queues whose limited jobs waited last time are offered the slots first;
         # the claims below skip limited jobs and report (a NULL row) queues that have some
         first = [name for name in claim_queues if name in self._limited_queues]
@@ -288,7 +292,7 @@ class PostgresStore(Shortcuts):
             )
         seen: dict[str, bool] = {}
         # one statement is its own transaction; claims over several queues share one
-        with self._tx(transaction=len(claim_queues) > 1 or batched) as conn:
+        with self._tx(transaction=len(claim_queues) > 1 or batched or hooked) as conn:
             if outcomes and not claim_queues:
                 done = {r[0] for r in conn.execute(self._sql["FINISH_MANY"], params).fetchall()}
             elif outcomes:
@@ -306,6 +310,9 @@ class PostgresStore(Shortcuts):
                 claimed.extend(self._claimed_in_order(rows))
             if batched:
                 self._close_batches_of(conn, outcomes, done, at)
+            if hooked:
+                marked = [o.job_id for o in outcomes if o.on_fail and o.job_id in done]
+                self._fail_hooks(conn, marked, at, flagged=False)
             for queue in claim_queues:
                 if len(claimed) >= limit:
                     break
@@ -358,7 +365,7 @@ class PostgresStore(Shortcuts):
             return cur.rowcount == 1
 
     def release(
-        self, job_id: int, token: int, free_requeues: int, error: str
+        self, job_id: int, token: int, free_requeues: int, error: str, on_fail: bool = False
     ) -> tuple[str, int] | None:
         params = {
             "at": self._at(),
@@ -371,13 +378,16 @@ class PostgresStore(Shortcuts):
             row = conn.execute(self._sql["RELEASE"], params).fetchone()
             if row is not None and row[0] == "failed":
                 self._batches.close_for_jobs(conn, [job_id], self._at())
+                self._fail_hooks(conn, [job_id], self._at(), flagged=not on_fail)
         return (row[0], row[1]) if row else None
 
-    def reap(self) -> ReapSummary:
+    def reap(self, fail_tasks: Sequence[str] = ()) -> ReapSummary:
         at = self._at()
         with self._tx() as conn:
             rows = conn.execute(self._sql["REAP"], {"at": at}).fetchall()
             self._batches.close_for_jobs(conn, [r[0] for r in rows if r[1] == "failed"], at)
+            failed = [r[0] for r in rows if r[1] == "failed"]
+            self._fail_hooks(conn, failed, at, flagged=True, tasks=fail_tasks)
             at = conn.execute(self._sql["CLOCK"], {"at": at}).fetchone()
             now = float(at[0]) if at else self.now()
             summary = ReapSummary(
@@ -1096,3 +1106,60 @@ class PostgresStore(Shortcuts):
         with self._tx(transaction=False) as conn:
             row = conn.execute(soak_sql.STORAGE_BYTES, {"schema": self.options.schema}).fetchone()
         return int(row[0]) if row else 0
+
+    # -- hooks --
+
+    def _set_hooks(
+        self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob], out: Sequence[Inserted]
+    ) -> None:
+        """Store the on_fail flags and hook queues of the new jobs (same transaction)."""
+        rows = [
+            (ins.id, job)
+            for job, ins in zip(jobs, out, strict=True)
+            if ins.created and job.has_hooks
+        ]
+        if not rows:
+            return
+        conn.execute(
+            hk.sql("SET_HOOKS", self.options.schema),
+            {
+                "ids": [i for i, _ in rows],
+                "flags": [job.on_fail for _, job in rows],
+                "queues": [job.hook_queue for _, job in rows],
+            },
+        )
+
+    def _fail_hooks(
+        self,
+        conn: psycopg.Connection[Any],
+        ids: Sequence[int],
+        at: float | None,
+        flagged: bool,
+        tasks: Sequence[str] = (),
+    ) -> None:
+        """Insert the on_fail hook jobs of the jobs among ``ids`` that are failed now, inside
+        the caller's transaction (the one that failed them), and wake their queues."""
+        if not ids:
+            return
+        from durq.deadlines import HOOK_MAX_ATTEMPTS
+
+        conn.execute(
+            hk.sql("INSERT_FAIL_HOOKS", self.options.schema),
+            {
+                "ids": [int(i) for i in ids],
+                "prefix": HOOK_TASK_PREFIX,
+                "at": at,
+                "max_attempts": HOOK_MAX_ATTEMPTS,
+                "flagged": flagged,
+                "tasks": list(tasks),
+                "channel": self.channel,
+            },
+        ).fetchall()
+
+    def find(self, queue: str, key: str) -> JobRecord | None:
+        """The job of ``queue`` holding idempotency key ``key``, or None."""
+        with self._tx(transaction=False) as conn:
+            row = conn.execute(
+                self._sql["SELECT_JOB_BY_KEY"], {"queue": queue, "key": key}
+            ).fetchone()
+        return JobRecord(*row) if row else None

@@ -54,7 +54,7 @@ EXPIRE_PAST_DEADLINE = (
         WHERE deadline IS NOT NULL AND finished_at IS NULL AND deadline <= :now
           AND state IN ('queued', 'running', 'parked')
         ORDER BY deadline LIMIT :limit)
-RETURNING id, queue, task, priority
+RETURNING id, coalesce(hook_queue, queue), task, priority
 """
 )
 
@@ -65,7 +65,7 @@ EXPIRE_PARKED = (
         SELECT id FROM jobs
         WHERE state = 'parked' AND park_expires_at IS NOT NULL AND park_expires_at <= :now
         ORDER BY park_expires_at LIMIT :limit)
-RETURNING id, queue, task, priority
+RETURNING id, coalesce(hook_queue, queue), task, priority
 """
 )
 
@@ -80,7 +80,7 @@ WHERE id IN (
           AND notice_at <= :now AND state IN ('queued', 'running', 'parked')
           AND (deadline IS NULL OR deadline > :now)
         ORDER BY notice_at LIMIT :limit)
-RETURNING id, queue, task, priority
+RETURNING id, coalesce(hook_queue, queue), task, priority
 """
 
 # A read before the pass, so that an idle worker takes the write lock only when work is due.
@@ -96,6 +96,7 @@ SELECT EXISTS (SELECT 1 FROM jobs
                  AND notice_at <= :now AND state IN ('queued', 'running', 'parked'))
 """
 
+# (Each RETURNING gives the hook queue: the job's hook_queue, else its queue.)
 # A hook job; its key (durq.expire:<id> / durq.slow:<id>) makes a second one impossible.
 INSERT_HOOK = """
 INSERT INTO jobs (queue, task, payload, priority, run_at, max_attempts, state, key, created_at)

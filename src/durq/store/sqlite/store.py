@@ -24,6 +24,7 @@ from durq.store.limits import LimitUsage
 from durq.store.sqlite import batches as sb
 from durq.store.sqlite import blobs as bq
 from durq.store.sqlite import deadlines as dl
+from durq.store.sqlite import hooks as hk
 from durq.store.sqlite import limits as lq
 from durq.store.sqlite import pause_queries as pq
 from durq.store.sqlite import periodic as per
@@ -165,6 +166,7 @@ class SqliteStore(Shortcuts):
             and jobs[0].key is None
             and not jobs[0].has_extras
             and jobs[0].limit is None
+            and not jobs[0].has_hooks
         ):
             # One row, one statement: SQLite wraps it in its own write transaction.
             job = jobs[0]
@@ -235,6 +237,7 @@ class SqliteStore(Shortcuts):
         if plain:
             conn.executemany(q.INSERT_JOB, plain)
         self._set_limits(conn, jobs, out)
+        self._set_hooks(conn, jobs, out)
         return out
 
     # -- running jobs ---------------------------------------------------------------------
@@ -260,6 +263,7 @@ class SqliteStore(Shortcuts):
                 applied.append(self._finish_one(conn, o, now))
             if outcomes:
                 self._close_batches_of(outcomes, applied, now)
+                self._fail_hooks_of(conn, outcomes, applied, now)
                 hit("finish_tx")
             if limit > 0 and queues:
                 params: dict[str, Any] = {
@@ -336,7 +340,7 @@ class SqliteStore(Shortcuts):
         return cur.rowcount == 1
 
     def release(
-        self, job_id: int, token: int, free_requeues: int, error: str
+        self, job_id: int, token: int, free_requeues: int, error: str, on_fail: bool = False
     ) -> tuple[str, int] | None:
         conn = self._conn()
         params: dict[str, Any] = {
@@ -350,14 +354,17 @@ class SqliteStore(Shortcuts):
             row = conn.execute(q.RELEASE, params).fetchone()
             if row is not None and row[0] == "failed":
                 sb.close_for_jobs(conn, [job_id], params["now"])
+                self._fail_hooks(conn, [job_id], params["now"], flagged=not on_fail)
         return (row[0], row[1]) if row else None
 
-    def reap(self) -> ReapSummary:
+    def reap(self, fail_tasks: Sequence[str] = ()) -> ReapSummary:
         conn = self._conn()
         with self._write():
             now = self.now()
             rows = conn.execute(q.REAP, {"now": now}).fetchall()
             sb.close_for_jobs(conn, [r[0] for r in rows if r[1] == "failed"], now)
+            failed = [r[0] for r in rows if r[1] == "failed"]
+            self._fail_hooks(conn, failed, now, flagged=True, tasks=fail_tasks)
             summary = ReapSummary(
                 at=now,
                 recovered=sum(1 for r in rows if r[1] == "queued"),
@@ -976,3 +983,61 @@ class SqliteStore(Shortcuts):
             with contextlib.suppress(OSError):  # no WAL file yet, or just checkpointed away
                 total += os.stat(self.path + suffix).st_size
         return total
+
+    # -- hooks --
+
+    @staticmethod
+    def _set_hooks(
+        conn: sqlite3.Connection, jobs: Sequence[NewJob], out: Sequence[Inserted]
+    ) -> None:
+        """Store the on_fail flag and hook queue of the new jobs (same transaction)."""
+        rows = [
+            {"id": ins.id, "on_fail": 1 if job.on_fail else 0, "hook_queue": job.hook_queue}
+            for job, ins in zip(jobs, out, strict=True)
+            if ins.created and job.has_hooks
+        ]
+        if rows:
+            conn.executemany(hk.SET_HOOKS, rows)
+
+    @staticmethod
+    def _fail_hooks(
+        conn: sqlite3.Connection,
+        ids: Sequence[int],
+        now: float,
+        flagged: bool,
+        tasks: Sequence[str] = (),
+    ) -> None:
+        """Insert the on_fail hook jobs of the jobs among ``ids`` that are failed now, inside
+        the caller's write transaction (the one that failed them)."""
+        if not ids:
+            return
+        from durq.deadlines import HOOK_MAX_ATTEMPTS
+
+        conn.execute(
+            hk.INSERT_FAIL_HOOKS,
+            {
+                "ids": json.dumps(list(ids)),
+                "prefix": HOOK_TASK_PREFIX,
+                "now": now,
+                "max_attempts": HOOK_MAX_ATTEMPTS,
+                "flagged": 1 if flagged else 0,
+                "tasks": json.dumps(list(tasks)),
+            },
+        )
+
+    def _fail_hooks_of(
+        self,
+        conn: sqlite3.Connection,
+        outcomes: Sequence[Outcome],
+        applied: Sequence[bool],
+        now: float,
+    ) -> None:
+        """The finish hook: on_fail hook jobs of the marked outcomes that left their job
+        failed (a failure, or a retry the store turned into one)."""
+        ids = [o.job_id for o, ok in zip(outcomes, applied, strict=True) if ok and o.on_fail]
+        self._fail_hooks(conn, ids, now, flagged=False)
+
+    def find(self, queue: str, key: str) -> JobRecord | None:
+        """The job of ``queue`` holding idempotency key ``key``, or None."""
+        rows = self._read(q.SELECT_JOB_BY_KEY, {"queue": queue, "key": key})
+        return JobRecord(*rows[0]) if rows else None
