@@ -60,8 +60,13 @@ class NewJob:
     @property
     def has_extras(self) -> bool:
         """True when the row needs the parked / deadline columns set after its insert."""
-        extras = (self.park_ttl, self.deadline, self.deadline_in, self.notice_after)
-        return self.park or any(v is not None for v in extras)
+        return (
+            self.park
+            or self.park_ttl is not None
+            or self.deadline is not None
+            or self.deadline_in is not None
+            or self.notice_after is not None
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -788,7 +788,7 @@ class SqliteStore(Shortcuts):
     ) -> list[Claimed]:
         """Claim up to ``limit`` limited jobs of ``params["queue"]`` under their limits
         (inside the caller's write transaction), and log the starts of rate-limited ones."""
-        if limit <= 0:
+        if limit <= 0 or conn.execute(lq.ANY_LIMITED_QUEUED, (params["queue"],)).fetchone() is None:
             return []
         rows = conn.execute(
             lq.CLAIM_LIMITED, {**params, "limit": limit, "scan": max(64, 4 * limit)}
