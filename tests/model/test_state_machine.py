@@ -43,7 +43,7 @@ Left out on purpose: priorities other than 0, several queues, pausing, deadlines
 ``expired`` state is only reachable through features not modelled), parked jobs, batches,
 ``enqueue_many``, the outbox and concurrency between processes (covered elsewhere).
 
-``DURQ_MODEL_EXAMPLES`` (default 150 on SQLite, 80 on PostgreSQL, 50 steps each) and
+``DURQ_MODEL_EXAMPLES`` (default 150 on SQLite, 50 on PostgreSQL, 50 steps each) and
 ``DURQ_MODEL_STEPS`` raise the effort for soak runs; a soak run (either variable set) is
 randomised, a normal run derandomised (the same examples every time).
 """
@@ -84,7 +84,7 @@ KEYS = ("k1", "k2", "k3")
 
 #: Examples per backend in a normal run: SQLite is cheap (~2 s per 100), PostgreSQL is not
 #: (~20 s per 80: a schema is created and migrated per example).
-DEFAULT_EXAMPLES = {"sqlite": 150, "postgres": 80}
+DEFAULT_EXAMPLES = {"sqlite": 150, "postgres": 50}
 SOAK = "DURQ_MODEL_EXAMPLES" in os.environ or "DURQ_MODEL_STEPS" in os.environ
 
 
