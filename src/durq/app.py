@@ -467,16 +467,8 @@ class Durq:
                     f"delay must be a number of seconds from 0 to {MAX_DELAY:.0f}, not {opts.delay!r}"
                 )
             delay = float(opts.delay)
-        elif isinstance(opts.run_at, datetime):
-            if opts.run_at.tzinfo is None:
-                raise ConfigError("run_at must be timezone-aware (e.g. datetime.now(timezone.utc))")
-            run_at = opts.run_at.timestamp()
-        elif opts.run_at is not None:
-            if not (_is_number(opts.run_at) and 0 <= opts.run_at <= MAX_EPOCH):
-                raise ConfigError(
-                    f"run_at must be epoch seconds or a datetime, not {opts.run_at!r}"
-                )
-            run_at = float(opts.run_at)
+        else:
+            run_at = _point_in_time("run_at", opts.run_at)
         meta = None
         if opts.meta:
             if not isinstance(opts.meta, Mapping):
@@ -1165,17 +1157,7 @@ class Durq:
         _check_seconds("notice_after", opts.notice_after)
         if opts.deadline is not None and opts.deadline_in is not None:
             raise ConfigError("give deadline (a point in time) or deadline_in (seconds), not both")
-        deadline: float | None = None
-        if isinstance(opts.deadline, datetime):
-            if opts.deadline.tzinfo is None:
-                raise ConfigError("deadline must be timezone-aware (or epoch seconds)")
-            deadline = opts.deadline.timestamp()
-        elif opts.deadline is not None:
-            if not (_is_number(opts.deadline) and 0 <= opts.deadline <= MAX_EPOCH):
-                raise ConfigError(
-                    f"deadline must be epoch seconds or a datetime, not {opts.deadline!r}"
-                )
-            deadline = float(opts.deadline)
+        deadline = _point_in_time("deadline", opts.deadline)
         deadline_in = opts.deadline_in
         if deadline is None and deadline_in is None and task is not None:
             deadline_in = task.deadline_in
@@ -1277,6 +1259,25 @@ class Durq:
         if hook_queue is not None:
             _check_name("hook_queue", hook_queue)
         return {"on_fail": on_fail, "hook_queue": hook_queue}
+
+
+def _point_in_time(what: str, value: object) -> float | None:
+    """A point in time given as epoch seconds or a timezone-aware datetime (None stays None).
+
+    Raises:
+        ConfigError: a naive datetime, or not a number of epoch seconds in range.
+    """
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ConfigError(
+                f"{what} must be timezone-aware (e.g. datetime.now(timezone.utc)), or epoch seconds"
+            )
+        return value.timestamp()
+    if not (_is_number(value) and 0 <= value <= MAX_EPOCH):  # type: ignore[operator]
+        raise ConfigError(f"{what} must be epoch seconds or a datetime, not {value!r}")
+    return float(value)  # type: ignore[arg-type]
 
 
 def _check_seconds(what: str, value: object) -> None:
