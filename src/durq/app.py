@@ -515,7 +515,7 @@ class Durq:
         record = JobRecord(
             ins.id, new.queue, new.task, new.payload, new.priority, ins.run_at, 0, new.max_attempts,
             "queued", None, None, None, new.key, ins.created_at, None, None, None, None, "[]",
-            new.meta, 0,
+            new.meta, 0, batch_id=new.batch_id,
         )  # fmt: skip
         if new.has_extras:
             record = self._record_extras(record, new, ins)

@@ -28,6 +28,7 @@ class Job:
         meta: the free-form JSON the producer tagged it with.
         deadline, notice_at, noticed_at, park_expires_at: deadline times (epoch seconds, or
             None; docs/features/deadlines.md and parked.md).
+        batch_id: the batch it belongs to, or None (docs/features/batches.md).
     """
 
     __slots__ = ("_record", "_store")
@@ -116,6 +117,11 @@ class Job:
     def park_expires_at(self) -> float | None:
         """When a parked job that was not adopted expires (epoch seconds), or None."""
         return self._record.park_expires_at
+
+    @property
+    def batch_id(self) -> int | None:
+        """The batch it belongs to (``dq.batch``; see :meth:`durq.Durq.batch_status`), or None."""
+        return self._record.batch_id
 
     @property
     def worker_id(self) -> str | None:
@@ -223,4 +229,5 @@ class Job:
             "notice_at": self.notice_at,
             "noticed_at": self.noticed_at,
             "park_expires_at": self.park_expires_at,
+            "batch_id": self.batch_id,
         }

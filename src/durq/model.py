@@ -104,6 +104,7 @@ class JobRecord:
     notice_at: float | None = None
     noticed_at: float | None = None
     park_expires_at: float | None = None
+    batch_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

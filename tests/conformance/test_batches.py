@@ -375,3 +375,16 @@ def test_a_producer_that_died_in_its_block_can_be_sealed(app: durq.Durq) -> None
     batches._OPEN.set(())  # what a fresh process would have
     status = app.seal_batch(batch.id, aborted="producer died")
     assert (status.state, status.outcome, status.counts) == ("done", "failed", {"cancelled": 1})
+
+
+def test_a_member_knows_its_batch(app: durq.Durq) -> None:
+    @app.task
+    def member_of() -> None:
+        pass
+
+    with app.batch() as batch:
+        inside = member_of.enqueue()
+    outside = member_of.enqueue()
+    assert inside.batch_id == batch.id and app.get(inside.id).batch_id == batch.id
+    assert app.get(inside.id).to_dict()["batch_id"] == batch.id
+    assert outside.batch_id is None and app.get(outside.id).batch_id is None
