@@ -45,7 +45,8 @@ from urllib.parse import quote, urlsplit
 
 from rich.table import Table
 
-from durq.app import MAX_ATTEMPTS_LIMIT, Durq
+from durq.app import Durq
+from durq.checks import MAX_ATTEMPTS_LIMIT
 from durq.errors import ConfigError, DurqError
 from durq.store.sqlite.connection import parse_url as sqlite_parse_url
 from durq.verify_app import PARENT_ENV, RUNS_ENV, register

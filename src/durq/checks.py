@@ -1,0 +1,108 @@
+"""Defaults, bounds and argument checks shared by the Durq facade (app.py) and its feature
+mixins (durq/facade/). A leaf module: it imports nothing of durq but errors."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from durq.errors import ConfigError, PayloadError
+
+DEFAULT_QUEUE = "default"
+DEFAULT_MAX_ATTEMPTS = 3
+
+#: Bounds on enqueue options, so that a value cannot overflow the store's integer columns.
+PRIORITY_LIMIT = 2**31 - 1
+MAX_ATTEMPTS_LIMIT = 1_000_000
+MAX_DELAY = 100 * 365 * 86400.0  # a hundred years, in seconds
+MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z
+
+
+def _check_name(what: str, value: str, longest: int = 200) -> str:
+    if not isinstance(value, str) or not value or len(value) > longest:
+        raise ConfigError(
+            f"{what} must be a non-empty str of at most {longest} characters, not {value!r}"
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"{what} must be valid Unicode text (no lone surrogates): {value!r}"
+        ) from None
+    if "\x00" in value:  # PostgreSQL text cannot hold it; refuse it on every backend alike
+        raise ConfigError(f"{what} must not contain a NUL character: {value!r}")
+    return value
+
+
+def _check_text(what: str, value: object) -> None:
+    """A filter value the database can hold: a str without lone surrogates."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{what} must be a str, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"{what} must be valid Unicode text (no lone surrogates): {value!r}"
+        ) from None
+
+
+def _check_int(what: str, value: object, low: int, high: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ConfigError(f"{what} must be an int from {low} to {high}, not {value!r}")
+
+
+def _as_id(what: str, value: object) -> int:
+    """A row id from the caller: ConfigError unless it is an integer (an int, or text or a
+    float holding one); one outside the 64-bit range becomes -1, which no row has, so the
+    lookup reports it not found instead of the driver raising OverflowError."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{what} must be an int, not {value!r}")
+    try:
+        number = int(value)  # type: ignore[call-overload]
+        if isinstance(value, float) and number != value:
+            raise ValueError(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{what} must be an int, not {value!r}") from None
+    return number if -(2**63) <= number < 2**63 else -1
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _as_dict(value: Mapping[str, Any], what: str) -> dict[str, Any]:
+    try:
+        return dict(value)
+    except Exception as exc:  # noqa: BLE001 - a user Mapping may fail in any way
+        raise PayloadError(
+            f"{what} could not be read as a dict: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _point_in_time(what: str, value: object) -> float | None:
+    """A point in time given as epoch seconds or a timezone-aware datetime (None stays None).
+
+    Raises:
+        ConfigError: a naive datetime, or not a number of epoch seconds in range.
+    """
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ConfigError(
+                f"{what} must be timezone-aware (e.g. datetime.now(timezone.utc)), or epoch seconds"
+            )
+        return value.timestamp()
+    if not (_is_number(value) and 0 <= value <= MAX_EPOCH):  # type: ignore[operator]
+        raise ConfigError(f"{what} must be epoch seconds or a datetime, not {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _check_seconds(what: str, value: object) -> None:
+    """A duration option: None, or a number of seconds above 0 and at most MAX_DELAY."""
+    if value is not None and not (_is_number(value) and 0 < value <= MAX_DELAY):  # type: ignore[operator]
+        raise ConfigError(
+            f"{what} must be a number of seconds above 0 and at most {MAX_DELAY:.0f}, not {value!r}"
+        )

@@ -1,0 +1,38 @@
+"""FacadeBase: what the feature mixins of :class:`durq.Durq` use of its core."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from durq.job import Job
+    from durq.store import NewJob, Store
+    from durq.task import EnqueueOptions, Task
+
+
+class FacadeBase:
+    """The base of every mixin in :mod:`durq.facade`: empty at run time.
+
+    For the type checker it declares the attributes and methods of the core (app.py) that
+    the mixins call, so that each mixin checks on its own; :class:`durq.Durq` defines them.
+    """
+
+    if TYPE_CHECKING:
+        payload_limit: int | None
+        tasks: dict[str, Task[Any, Any]]
+
+        @property
+        def store(self) -> Store: ...
+
+        def get(self, job_id: int) -> Job: ...
+
+        def task(self, *, queue: str = ...) -> Callable[[Callable[..., Any]], Task[Any, Any]]: ...
+
+        def _template(
+            self, task_name: str, opts: EnqueueOptions, task: Task[Any, Any] | None
+        ) -> NewJob: ...
+
+        def _with_payload(
+            self, t: NewJob, payload: Mapping[str, Any], key: str | None
+        ) -> NewJob: ...
