@@ -114,6 +114,10 @@ class SqliteStore(Shortcuts):
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
+            if hasattr(self, "_identity"):
+                # A new thread's connection would create an empty file where a deleted
+                # database was: say what happened instead of "no such table".
+                self.verify()
             conn = connect(self.options)
             self._local.conn = conn
             with self._lock:
