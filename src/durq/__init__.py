@@ -15,7 +15,6 @@ Quick start::
 """
 
 from durq import blobs
-from durq.alerts import Alert
 from durq.app import Durq
 from durq.context import JobContext, context
 from durq.errors import (
@@ -45,7 +44,8 @@ from durq.errors import (
 )
 from durq.job import Job
 from durq.model import AttemptError, JobState
-from durq.pause import QueuePause
+from durq.model.alerts import Alert
+from durq.model.pauses import QueuePause
 from durq.retry import constant, exponential, tiers
 from durq.task import Task
 from durq.worker import Worker

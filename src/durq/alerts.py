@@ -15,9 +15,9 @@ import logging
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from durq.errors import ConfigError
+from durq.model.alerts import Alert
 from durq.observability import events
 
 log = logging.getLogger("durq.alerts")
@@ -30,30 +30,6 @@ SEVERITIES = ("info", "warning", "error", "critical")
 ALERT_SENT = "alert_sent"
 ALERT_SUPPRESSED = "alert_suppressed"
 ALERT_HOOK_FAILED = "alert_hook_failed"
-
-
-@dataclass(frozen=True, slots=True)
-class Alert:
-    """One alert as handed to the ``on_alert`` hooks.
-
-    Attributes:
-        key: the cooldown key (e.g. ``pause:downloads``).
-        message: the text given to :meth:`durq.Durq.alert`.
-        severity: ``info``, ``warning``, ``error`` or ``critical``.
-        at: when it was sent, seconds since the epoch on the store's clock (the database's
-            clock on PostgreSQL).
-        suppressed: how many raises of this key were counted, not sent, since the previous
-            alert for it was sent (0 when none).
-        first_at: the earliest raise this alert stands for: the first suppressed one when
-            ``suppressed > 0``, else ``at``.
-    """
-
-    key: str
-    message: str
-    severity: str
-    at: float
-    suppressed: int = 0
-    first_at: float = 0.0
 
 
 AlertHook = Callable[[Alert], object]

@@ -50,11 +50,11 @@ from durq.facade import (
 from durq.hooks import with_hooks
 from durq.job import Job
 from durq.limits import TaskLimits, with_limit
-from durq.model import JobRecord
+from durq.model import Inserted, JobRecord, NewJob
 from durq.observability import events
 from durq.payload import DEFAULT_PAYLOAD_LIMIT, check_structure, encode, encode_payload
 from durq.retry import Backoff, as_backoff
-from durq.store import Inserted, NewJob, Store, open_store
+from durq.store import Store, open_store
 from durq.task import EnqueueOptions, Task
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -18,7 +18,7 @@ from durq.errors import ConfigError
 
 if TYPE_CHECKING:
     from durq.app import Durq
-    from durq.store.batches import BatchRecord
+    from durq.model.batches import BatchRecord
 
 #: The batches whose blocks are open in this context, innermost last.
 _OPEN: ContextVar[tuple[Batch, ...]] = ContextVar("durq_open_batches", default=())
@@ -76,7 +76,7 @@ class Batch:
             raise ConfigError("a Batch can be entered once; call dq.batch() for another")
         if current_batch_id(self.app) is not None:
             raise ConfigError("batches do not nest: a batch block is already open for this app")
-        from durq.store.batches import NewBatch
+        from durq.model.batches import NewBatch
 
         spec = NewBatch(self.on_complete, self.queue, self.priority, self.max_attempts, self.meta)
         self._id = self.app.store.create_batch(spec)

@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from durq.errors import BlobError, BlobGone, BlobNotFound, ConfigError, JobNotFound
 from durq.failpoints import hit
+from durq.model.blobs import BlobRecord
 from durq.observability import events
-from durq.store.blobs import BlobRecord
 
 if TYPE_CHECKING:
     from durq.app import Durq

@@ -19,7 +19,7 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from durq.errors import JobNotFound
-from durq.model import HOOK_TASK_PREFIX
+from durq.model import HOOK_MAX_ATTEMPTS, HOOK_TASK_PREFIX
 from durq.retry import as_backoff
 from durq.task import Task
 
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from durq.app import Durq
 
 #: Attempts of one hook job (a hook that raises is retried with the default backoff).
-HOOK_MAX_ATTEMPTS = 5
 
 HOOKS = ("expire", "slow", "fail")  # "fail": on_fail (durq.hooks)
 

@@ -27,8 +27,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from durq.model import Outcome
-from durq.store.base import NewJob
+from durq.model import NewJob, Outcome
 
 if TYPE_CHECKING:
     from durq.app import Durq

@@ -1,7 +1,7 @@
 """Limits: concurrency and rate per key, enforced through the database for every worker.
 
 A task declares ``concurrency=``, ``concurrency_key=`` and ``rate_limit=``; each job's
-:class:`~durq.store.limits.JobLimit` is computed at enqueue and stored on its row, and the
+:class:`~durq.model.limits.JobLimit` is computed at enqueue and stored on its row, and the
 store's claim never starts a job whose key is at its limit. Code outside the queue takes a
 slot of the same key with :meth:`durq.Durq.limit` (a *hold*: a row with a lease, so that a
 crashed holder frees its slot when the lease runs out). See docs/features/limits.md.
@@ -22,11 +22,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from durq.errors import ConfigError, LimitTimeout, PayloadError
-from durq.store.limits import MAX_RATE_PERIOD, JobLimit
+from durq.model.limits import MAX_RATE_PERIOD, JobLimit
 
 if TYPE_CHECKING:
     from durq.app import Durq
-    from durq.store.base import NewJob
+    from durq.model import NewJob
 
 log = logging.getLogger("durq.limits")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from durq.errors import PauseQueue
@@ -37,25 +36,6 @@ QUEUE_PAUSED = "queue_paused"
 #: Tries of the requeue when the store is busy or unreachable before leaving the job to its
 #: lease (the reaper then requeues it, with the attempt counted).
 REQUEUE_TRIES = 5
-
-
-@dataclass(frozen=True, slots=True)
-class QueuePause:
-    """A queue's pause as stored.
-
-    Attributes:
-        queue: the queue's name.
-        reason: the text given when it was paused.
-        source: who paused it: ``admin`` (the default of :meth:`durq.Durq.pause` and of
-            ``durq pause``), ``auto`` (a task raised :class:`durq.PauseQueue`), or any
-            name an app chose (e.g. ``env``).
-        paused_at: when, seconds since the epoch on the store's clock.
-    """
-
-    queue: str
-    reason: str
-    source: str
-    paused_at: float
 
 
 def alert_key(queue: str) -> str:

@@ -10,7 +10,6 @@ lease token, like every other write a running job makes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from durq.errors import ConfigError, DurqError, LeaseLost, PayloadError, StepResultError
@@ -21,31 +20,6 @@ if TYPE_CHECKING:
 
 #: The longest step name accepted, in characters.
 MAX_STEP_NAME = 200
-
-
-@dataclass(frozen=True, slots=True)
-class StepRecord:
-    """One recorded step of a job.
-
-    Attributes:
-        name: the step's name (unique per job).
-        result: its result as stored (JSON text).
-        attempt: the attempt number that recorded it.
-        created_at: when it was recorded, seconds since the epoch (store clock).
-    """
-
-    name: str
-    result: str
-    attempt: int
-    created_at: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "result": decode(self.result),
-            "attempt": self.attempt,
-            "created_at": self.created_at,
-        }
 
 
 class StepStore(Protocol):

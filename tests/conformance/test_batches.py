@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 import durq
-from durq.model import AttemptError, Claimed, Outcome
-from durq.store.base import NewJob
+from durq.model import AttemptError, Claimed, NewJob, Outcome
 from tests.conftest import Clock
 
 LEASE = 30.0

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from durq.errors import PayloadError, PayloadTooLarge
 from durq.failpoints import _parse
+from durq.model import StatusData, WorkerInfo
 from durq.observability import events
 from durq.observability.status import snapshot
 from durq.payload import UndecodablePayload, decode, decode_payload, encode, encode_payload
-from durq.store.base import StatusData, WorkerInfo
 
 json_values = st.recursive(
     st.none()

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from durq.job import Job
-    from durq.store import NewJob, Store
+    from durq.model import NewJob
+    from durq.store import Store
     from durq.task import EnqueueOptions, Task
 
 

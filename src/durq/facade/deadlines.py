@@ -10,8 +10,7 @@ from durq.checks import _as_id, _check_seconds, _point_in_time
 from durq.errors import ConfigError, JobGone
 from durq.facade.base import FacadeBase
 from durq.job import Job
-from durq.model import JobRecord, SweepSummary
-from durq.store import Inserted, NewJob
+from durq.model import Inserted, JobRecord, NewJob, SweepSummary
 from durq.task import EnqueueOptions, Task
 
 
@@ -52,7 +51,7 @@ class DeadlinesFacade(FacadeBase):
         Raises:
             StoreBusy, StoreError: the database could not be written.
         """
-        from durq.deadlines import HOOK_MAX_ATTEMPTS
+        from durq.model.jobs import HOOK_MAX_ATTEMPTS
 
         return self.store.sweep(HOOK_MAX_ATTEMPTS, limit)
 

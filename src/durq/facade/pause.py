@@ -17,8 +17,8 @@ from durq.alerts import (
 from durq.checks import _check_name
 from durq.errors import ConfigError
 from durq.facade.base import FacadeBase
+from durq.model.pauses import QueuePause
 from durq.observability import events
-from durq.pause import QueuePause
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -10,7 +10,7 @@ from durq.checks import _as_id, _check_name
 from durq.errors import JobGone
 from durq.facade.base import FacadeBase
 from durq.job import Job
-from durq.steps import StepRecord
+from durq.model.steps import StepRecord
 
 
 class RetentionFacade(FacadeBase):

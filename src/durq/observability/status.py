@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from durq.store.base import StatusData
+from durq.model import StatusData
 
 STATES = (
     "scheduled", "queued", "running", "succeeded", "failed", "cancelled", "expired",

@@ -6,7 +6,8 @@ import time
 from collections.abc import Callable
 
 from durq.errors import ConfigError
-from durq.store.base import Inserted, NewJob, StatusData, Store, WorkerInfo
+from durq.model import Inserted, NewJob, StatusData, WorkerInfo
+from durq.store.base import Store
 
 __all__ = ["Inserted", "NewJob", "StatusData", "Store", "WorkerInfo", "open_store"]
 

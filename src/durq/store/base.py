@@ -8,104 +8,30 @@ the row.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from durq.model import Claimed, JobRecord, Outcome, ReapSummary, SweepSummary
-from durq.store.batches import BatchRecord, NewBatch
-
-if TYPE_CHECKING:
-    from durq.alerts import Alert
-    from durq.pause import QueuePause
-
-from durq.steps import StepRecord
-from durq.store.blobs import BlobCollected, BlobRecord, BlobRelease, PutResult, RefResult
-from durq.store.limits import JobLimit, LimitUsage
-
-
-@dataclass(frozen=True, slots=True)
-class NewJob:
-    """A job to insert. ``payload`` and ``meta`` are already JSON-encoded.
-
-    It may run at ``run_at`` (seconds since the epoch) when given, else ``delay`` seconds
-    after the store's clock at insert time.
-    """
-
-    queue: str
-    task: str
-    payload: str
-    priority: int
-    run_at: float | None
-    max_attempts: int
-    key: str | None = None
-    meta: str | None = None
-    delay: float = 0.0
-    batch_id: int | None = None  # joins this batch (must be building); see durq.batches
-    # -- parked / deadlines -- (all optional; see durq.deadlines)
-    park: bool = False  # stored as 'parked' instead of 'queued'
-    park_ttl: float | None = None  # seconds after created_at until a parked job expires
-    deadline: float | None = None  # absolute, epoch seconds
-    deadline_in: float | None = None  # seconds after created_at (when deadline is None)
-    notice_after: float | None = None  # seconds after created_at until on_slow is due
-    limit: JobLimit | None = None
-    # -- hooks -- (see durq.hooks)
-    on_fail: bool = False  # its task has on_fail: the reaper / a release insert the hook job
-    hook_queue: str | None = None  # the queue of its hook jobs (None: its own queue)
-
-    @property
-    def has_hooks(self) -> bool:
-        """True when the row needs its on_fail flag or hook queue set after its insert."""
-        return self.on_fail or self.hook_queue is not None
-
-    @property
-    def has_extras(self) -> bool:
-        """True when the row needs the parked / deadline columns set after its insert."""
-        return (
-            self.park
-            or self.park_ttl is not None
-            or self.deadline is not None
-            or self.deadline_in is not None
-            or self.notice_after is not None
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Inserted:
-    """What an insert came to: the job's id, whether it is new (False: its key existed),
-    and, for a new job, its run_at and created_at on the store's clock."""
-
-    id: int
-    created: bool
-    run_at: float
-    created_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerInfo:
-    """A worker as registered in the store (for status: live workers, stranded jobs)."""
-
-    id: str
-    host: str
-    pid: int
-    queues: tuple[str, ...]
-    tasks: tuple[str, ...]
-    started_at: float
-    last_seen: float
-    lease: float
-
-
-@dataclass(slots=True)
-class StatusData:
-    """Raw figures for the status snapshot, read in one transaction."""
-
-    now: float
-    # (queue, state, later, retried) -> count; `later` is 1 for queued rows whose run_at is ahead.
-    counts: dict[tuple[str, str, int, int], int] = field(default_factory=dict)
-    oldest_ready: dict[str, float] = field(default_factory=dict)
-    queued_tasks: list[tuple[str, str, int]] = field(default_factory=list)
-    paused: dict[str, dict[str, Any]] = field(default_factory=dict)
-    workers: list[WorkerInfo] = field(default_factory=list)
-    last_reap: dict[str, Any] | None = None
+from durq.model import (
+    Alert,
+    BatchRecord,
+    BlobCollected,
+    BlobRecord,
+    BlobRelease,
+    Claimed,
+    Inserted,
+    JobRecord,
+    LimitUsage,
+    NewBatch,
+    NewJob,
+    Outcome,
+    PutResult,
+    QueuePause,
+    ReapSummary,
+    RefResult,
+    StatusData,
+    StepRecord,
+    SweepSummary,
+    WorkerInfo,
+)
 
 
 class Store(Protocol):

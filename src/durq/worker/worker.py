@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any
 from durq.classify import describe
 from durq.context import JobContext
 from durq.errors import ConfigError
-from durq.model import AttemptError, Claimed, Outcome
+from durq.model import AttemptError, Claimed, Outcome, WorkerInfo
 from durq.observability import events
-from durq.store.base import WorkerInfo
 from durq.worker.executor import Executor
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from durq.worker.runners import AsyncRunner, ThreadRunner

@@ -23,7 +23,7 @@ import psycopg
 
 from durq.errors import ConfigError
 from durq.failpoints import hit
-from durq.store.batches import (
+from durq.model.batches import (
     BUILDING,
     OPEN,
     PURGED_REASON,

@@ -14,7 +14,7 @@ after the lock was granted, not the transaction's start), or the test clock ``at
 
 from __future__ import annotations
 
-from durq.store.limits import MAX_RATE_PERIOD
+from durq.model.limits import MAX_RATE_PERIOD
 
 NOW = "coalesce(%(at)s::float8, extract(epoch FROM statement_timestamp())::float8)"
 

@@ -16,16 +16,27 @@ from typing import Any
 
 import psycopg
 
-from durq.alerts import Alert
 from durq.errors import StoreError
 from durq.failpoints import hit
-from durq.model import HOOK_TASK_PREFIX, Claimed, JobRecord, Outcome, ReapSummary, SweepSummary
-from durq.pause import QueuePause
-from durq.steps import StepRecord
-from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
-from durq.store.batches import BatchRecord, NewBatch
-from durq.store.blobs import BlobCollected, BlobRecord, BlobRelease, PutResult, RefResult
-from durq.store.limits import LimitUsage, lock_id
+from durq.model import (
+    HOOK_TASK_PREFIX,
+    Claimed,
+    Inserted,
+    JobRecord,
+    NewJob,
+    Outcome,
+    ReapSummary,
+    StatusData,
+    SweepSummary,
+    WorkerInfo,
+)
+from durq.model.alerts import Alert
+from durq.model.batches import BatchRecord, NewBatch
+from durq.model.blobs import BlobCollected, BlobRecord, BlobRelease, PutResult, RefResult
+from durq.model.limits import LimitUsage, lock_id
+from durq.model.pauses import QueuePause
+from durq.model.steps import StepRecord
+from durq.store.base import Shortcuts
 from durq.store.postgres import blobs as bq
 from durq.store.postgres import deadlines as dl
 from durq.store.postgres import hooks as hk
@@ -1141,7 +1152,7 @@ class PostgresStore(Shortcuts):
         the caller's transaction (the one that failed them), and wake their queues."""
         if not ids:
             return
-        from durq.deadlines import HOOK_MAX_ATTEMPTS
+        from durq.model.jobs import HOOK_MAX_ATTEMPTS
 
         conn.execute(
             hk.sql("INSERT_FAIL_HOOKS", self.options.schema),

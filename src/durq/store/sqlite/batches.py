@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from durq.errors import ConfigError
 from durq.failpoints import hit
-from durq.store.batches import (
+from durq.model.batches import (
     BUILDING,
     OPEN,
     PURGED_REASON,

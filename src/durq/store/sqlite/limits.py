@@ -6,7 +6,7 @@ so counting the slots in use and claiming under them cannot interleave with anot
 
 from __future__ import annotations
 
-from durq.store.limits import MAX_RATE_PERIOD
+from durq.model.limits import MAX_RATE_PERIOD
 
 # After the rows are inserted (same transaction): the limit of one new job.
 SET_JOB_LIMIT = """

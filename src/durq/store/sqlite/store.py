@@ -11,16 +11,27 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from durq.alerts import Alert
 from durq.errors import ConfigError, StoreError
 from durq.failpoints import hit
-from durq.model import HOOK_TASK_PREFIX, Claimed, JobRecord, Outcome, ReapSummary, SweepSummary
-from durq.pause import QueuePause
-from durq.steps import StepRecord
-from durq.store.base import Inserted, NewJob, Shortcuts, StatusData, WorkerInfo
-from durq.store.batches import BatchRecord, NewBatch
-from durq.store.blobs import BlobCollected, BlobRecord, BlobRelease, PutResult, RefResult
-from durq.store.limits import LimitUsage
+from durq.model import (
+    HOOK_TASK_PREFIX,
+    Claimed,
+    Inserted,
+    JobRecord,
+    NewJob,
+    Outcome,
+    ReapSummary,
+    StatusData,
+    SweepSummary,
+    WorkerInfo,
+)
+from durq.model.alerts import Alert
+from durq.model.batches import BatchRecord, NewBatch
+from durq.model.blobs import BlobCollected, BlobRecord, BlobRelease, PutResult, RefResult
+from durq.model.limits import LimitUsage
+from durq.model.pauses import QueuePause
+from durq.model.steps import StepRecord
+from durq.store.base import Shortcuts
 from durq.store.sqlite import batches as sb
 from durq.store.sqlite import blobs as bq
 from durq.store.sqlite import deadlines as dl
@@ -1015,7 +1026,7 @@ class SqliteStore(Shortcuts):
         the caller's write transaction (the one that failed them)."""
         if not ids:
             return
-        from durq.deadlines import HOOK_MAX_ATTEMPTS
+        from durq.model.jobs import HOOK_MAX_ATTEMPTS
 
         conn.execute(
             hk.INSERT_FAIL_HOOKS,

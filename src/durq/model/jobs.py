@@ -30,6 +30,9 @@ RETRYABLE_STATES = frozenset({JobState.FAILED, JobState.CANCELLED, JobState.EXPI
 #: keyed ``durq.expire:<job id>`` / ``durq.slow:<job id>`` so that each is enqueued once.
 HOOK_TASK_PREFIX = "durq.hook:"
 
+#: Attempts of a hook job (on_expire, on_slow, on_fail) before it fails for good.
+HOOK_MAX_ATTEMPTS = 5
+
 
 @dataclass(frozen=True, slots=True)
 class AttemptError:

@@ -1,0 +1,59 @@
+"""The records that cross durq's layers: jobs, outcomes, inserts, batches, steps, pauses,
+alerts, limits, blobs and the status figures.
+
+The lowest layer but :mod:`durq.errors`: nothing here imports any other part of durq, so
+the store, the features, the app and the worker can all speak in these types. Each
+submodule holds the records of one concern; this package re-exports them.
+"""
+
+from durq.model.alerts import Alert
+from durq.model.batches import BatchRecord, NewBatch
+from durq.model.blobs import BlobCollected, BlobRecord, BlobRelease, PutResult, RefResult
+from durq.model.inserts import Inserted, NewJob
+from durq.model.jobs import (
+    HOOK_MAX_ATTEMPTS,
+    HOOK_TASK_PREFIX,
+    RETRYABLE_STATES,
+    TERMINAL_STATES,
+    AttemptError,
+    Claimed,
+    JobRecord,
+    JobState,
+    Outcome,
+    ReapSummary,
+    SweepSummary,
+)
+from durq.model.limits import JobLimit, LimitUsage
+from durq.model.pauses import QueuePause
+from durq.model.status import StatusData, WorkerInfo
+from durq.model.steps import StepRecord
+
+__all__ = [
+    "HOOK_MAX_ATTEMPTS",
+    "HOOK_TASK_PREFIX",
+    "RETRYABLE_STATES",
+    "TERMINAL_STATES",
+    "Alert",
+    "AttemptError",
+    "BatchRecord",
+    "BlobCollected",
+    "BlobRecord",
+    "BlobRelease",
+    "Claimed",
+    "Inserted",
+    "JobLimit",
+    "JobRecord",
+    "JobState",
+    "LimitUsage",
+    "NewBatch",
+    "NewJob",
+    "Outcome",
+    "PutResult",
+    "QueuePause",
+    "ReapSummary",
+    "RefResult",
+    "StatusData",
+    "StepRecord",
+    "SweepSummary",
+    "WorkerInfo",
+]

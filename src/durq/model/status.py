@@ -1,0 +1,34 @@
+"""Raw figures the store reads for the status snapshot: workers, counts, pauses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A worker as registered in the store (for status: live workers, stranded jobs)."""
+
+    id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    tasks: tuple[str, ...]
+    started_at: float
+    last_seen: float
+    lease: float
+
+
+@dataclass(slots=True)
+class StatusData:
+    """Raw figures for the status snapshot, read in one transaction."""
+
+    now: float
+    # (queue, state, later, retried) -> count; `later` is 1 for queued rows whose run_at is ahead.
+    counts: dict[tuple[str, str, int, int], int] = field(default_factory=dict)
+    oldest_ready: dict[str, float] = field(default_factory=dict)
+    queued_tasks: list[tuple[str, str, int]] = field(default_factory=list)
+    paused: dict[str, dict[str, Any]] = field(default_factory=dict)
+    workers: list[WorkerInfo] = field(default_factory=list)
+    last_reap: dict[str, Any] | None = None
