@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from durq.errors import ConfigError
 
 if TYPE_CHECKING:
-    from durq.app import Durq
     from durq.model.batches import BatchRecord
+    from durq.registry import Registry
 
 #: The batches whose blocks are open in this context, innermost last.
 _OPEN: ContextVar[tuple[Batch, ...]] = ContextVar("durq_open_batches", default=())
@@ -27,7 +27,7 @@ _OPEN: ContextVar[tuple[Batch, ...]] = ContextVar("durq_open_batches", default=(
 CALLBACK_ARGS = ("batch_id", "outcome", "counts", "meta")
 
 
-def current_batch_id(app: Durq) -> int | None:
+def current_batch_id(app: Registry) -> int | None:
     """The id of the batch whose block is open for ``app`` in this context, or None."""
     for batch in reversed(_OPEN.get()):
         if batch.app is app:
@@ -46,7 +46,7 @@ class Batch:
     never ``completed``) and the exception propagates.
     """
 
-    def __init__(self, app: Durq, on_complete: str | None, queue: str, priority: int,
+    def __init__(self, app: Registry, on_complete: str | None, queue: str, priority: int,
                  max_attempts: int, meta: str) -> None:  # fmt: skip
         self.app = app
         self.on_complete = on_complete

@@ -48,7 +48,7 @@ from durq.model.blobs import BlobRecord
 from durq.observability import events
 
 if TYPE_CHECKING:
-    from durq.app import Durq
+    from durq.registry import Registry
 
 __all__ = ["BlobInfo", "BlobStore", "GcSummary", "Unref"]
 
@@ -196,7 +196,7 @@ class BlobStore:
         OSError: ``root`` cannot be created.
     """
 
-    def __init__(self, dq: Durq, root: str | os.PathLike[str], *, grace: float = DEFAULT_GRACE):
+    def __init__(self, dq: Registry, root: str | os.PathLike[str], *, grace: float = DEFAULT_GRACE):
         if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
             raise ConfigError(f"grace must be a number of seconds >= 0, not {grace!r}")
         self.dq = dq

@@ -24,7 +24,7 @@ from durq.retry import as_backoff
 from durq.task import Task
 
 if TYPE_CHECKING:
-    from durq.app import Durq
+    from durq.registry import Registry
 
 #: Attempts of one hook job (a hook that raises is retried with the default backoff).
 
@@ -36,7 +36,7 @@ def hook_task_name(task: str) -> str:
     return HOOK_TASK_PREFIX + task
 
 
-def install_hooks(app: Durq) -> None:
+def install_hooks(app: Registry) -> None:
     """Register ``durq.hook:<T>`` for every task ``T`` of ``app`` (called by the worker).
 
     A task without hooks gets one too: its hook jobs then finish at once with result None,
@@ -58,7 +58,7 @@ def install_hooks(app: Durq) -> None:
         )
 
 
-def _runner(app: Durq, task_name: str) -> Any:
+def _runner(app: Registry, task_name: str) -> Any:
     def run_hook(job_id: int, hook: str) -> Any:
         """Call the task's ``on_<hook>`` with the job (its return value is not kept)."""
         if hook not in HOOKS:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from durq.model import NewJob, Outcome
 
 if TYPE_CHECKING:
-    from durq.app import Durq
+    from durq.registry import Registry
     from durq.task import Task
 
 #: The hook name in a hook job's payload.
@@ -53,13 +53,13 @@ def with_hooks(new: NewJob, task: Task[Any, Any] | None) -> NewJob:
     return replace(new, on_fail=task.on_fail is not None, hook_queue=task.hook_queue)
 
 
-def fail_tasks(app: Durq) -> list[str]:
+def fail_tasks(app: Registry) -> list[str]:
     """The names of ``app``'s tasks that have ``on_fail`` (the reaper's hook: jobs of these
     tasks that it fails get their hook job even when their producer did not know the task)."""
     return sorted(name for name, task in app.tasks.items() if task.on_fail is not None)
 
 
-def mark_outcome(app: Durq, task_name: str, outcome: Outcome) -> Outcome:
+def mark_outcome(app: Registry, task_name: str, outcome: Outcome) -> Outcome:
     """The worker's hook: mark a failure or a retry of a task with ``on_fail`` so that the
     store inserts its hook job when the outcome leaves the job ``failed``. Successes and
     tasks without ``on_fail`` pass unchanged."""

@@ -19,14 +19,14 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from durq.errors import ConfigError, LimitTimeout, PayloadError
 from durq.model.limits import MAX_RATE_PERIOD, JobLimit
 
 if TYPE_CHECKING:
-    from durq.app import Durq
     from durq.model import NewJob
+    from durq.store import Store
 
 log = logging.getLogger("durq.limits")
 
@@ -169,6 +169,13 @@ def with_limit(new: NewJob, limits: TaskLimits | None, payload: Mapping[str, Any
     return replace(new, limit=limits.for_payload(payload))
 
 
+class StoreOwner(Protocol):
+    """What a hold needs of its app: the open store (a :class:`durq.Durq` has one)."""
+
+    @property
+    def store(self) -> Store: ...
+
+
 class Hold:
     """A slot of a named limit held by code outside the queue (``with dq.limit(...)``).
 
@@ -180,7 +187,7 @@ class Hold:
     lease expires.
 
     Args:
-        app: the Durq app (its store).
+        app: the Durq app (only its store is used).
         name: the limit key, shared with jobs whose ``concurrency_key`` is ``name``.
         concurrency: the most slots in use (running jobs + holds) under which this hold is
             granted (>= 1).
@@ -195,7 +202,7 @@ class Hold:
 
     def __init__(
         self,
-        app: Durq,
+        app: StoreOwner,
         name: str,
         concurrency: int,
         *,

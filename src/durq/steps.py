@@ -10,16 +10,23 @@ lease token, like every other write a running job makes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from durq.errors import ConfigError, DurqError, LeaseLost, PayloadError, StepResultError
 from durq.payload import DEFAULT_PAYLOAD_LIMIT, decode, encode
 
-if TYPE_CHECKING:
-    from durq.context import JobContext
-
 #: The longest step name accepted, in characters.
 MAX_STEP_NAME = 200
+
+
+class StepOwner(Protocol):
+    """What a step needs of the running attempt (a :class:`durq.JobContext` is one)."""
+
+    job_id: int
+    attempt: int
+    lease_token: int
+
+    def mark_lease_lost(self) -> None: ...
 
 
 class StepStore(Protocol):
@@ -49,7 +56,7 @@ def check_name(name: object) -> str:
 
 
 def run_step(
-    ctx: JobContext,
+    ctx: StepOwner,
     store: StepStore | None,
     name: str,
     fn: Callable[..., Any],

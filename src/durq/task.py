@@ -7,13 +7,12 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
 from durq.classify import Classifier, Rule
 from durq.retry import Backoff
 
 if TYPE_CHECKING:
-    from durq.app import Durq
     from durq.job import Job
     from durq.limits import TaskLimits
 
@@ -41,6 +40,30 @@ class EnqueueOptions:
     notice_after: float | None = None
 
 
+class TaskApp(Protocol):
+    """What a task needs of the app it is registered on: its two enqueue paths
+    (:class:`durq.Durq` provides them)."""
+
+    def enqueue_with(
+        self,
+        task_name: str,
+        payload: Mapping[str, Any],
+        opts: EnqueueOptions,
+        *,
+        task: Task[Any, Any] | None,
+    ) -> Job: ...
+
+    def enqueue_many_with(
+        self,
+        task_name: str,
+        items: Sequence[Mapping[str, Any]],
+        opts: EnqueueOptions,
+        *,
+        keys: Sequence[str | None] | None,
+        task: Task[Any, Any] | None,
+    ) -> list[Job]: ...
+
+
 class Task(Generic[P, R]):
     """A function registered with :meth:`durq.Durq.task`.
 
@@ -66,7 +89,7 @@ class Task(Generic[P, R]):
 
     def __init__(
         self,
-        app: Durq,
+        app: TaskApp,
         fn: Callable[P, R],
         *,
         name: str,

@@ -19,7 +19,7 @@ from durq.facade.base import FacadeBase
 from durq.payload import encode
 
 if TYPE_CHECKING:
-    from durq.app import Durq
+    from durq.registry import Registry
     from durq.task import Task
 
 
@@ -86,7 +86,7 @@ class BatchesFacade(FacadeBase):
         meta_json = encode(_as_dict(meta or {}, "meta"), what="meta", limit=self.payload_limit)
         chosen = queue if queue is not None else (task.queue if task else DEFAULT_QUEUE)
         return Batch(
-            cast("Durq", self),
+            cast("Registry", self),
             name,
             _check_name("queue", chosen),
             task.priority if task else 0,

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from durq.facade.base import FacadeBase
 from durq.limits import Hold
 
 if TYPE_CHECKING:
-    from durq.app import Durq
+    pass
 
 
 class LimitsFacade(FacadeBase):
@@ -36,7 +36,7 @@ class LimitsFacade(FacadeBase):
             LimitTimeout: no slot within ``timeout`` (nothing held).
             StoreError: the database could not be used.
         """
-        return Hold(cast("Durq", self), name, concurrency, lease=lease, timeout=timeout)
+        return Hold(self, name, concurrency, lease=lease, timeout=timeout)
 
     def limits(self) -> list[dict[str, Any]]:
         """Every limit key in use: ``name``, ``running``, ``held``, ``queued``,

@@ -10,13 +10,13 @@ from durq.alerts import (
     ALERT_SENT,
     ALERT_SUPPRESSED,
     DEFAULT_COOLDOWN,
-    Alert,
     AlertHooks,
     check_alert_args,
 )
 from durq.checks import _check_name
 from durq.errors import ConfigError
 from durq.facade.base import FacadeBase
+from durq.model import Alert
 from durq.model.pauses import QueuePause
 from durq.observability import events
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from durq.checks import DEFAULT_QUEUE, _as_dict, _check_name, _is_number
 from durq.errors import ConfigError, PayloadError
@@ -116,7 +116,7 @@ class PeriodicFacade(FacadeBase):
         slot_arg: str | None,
     ) -> Task[Any, Any]:
         """Check and record one schedule of :meth:`periodic` (see there for the arguments)."""
-        if task.app is not self:
+        if task.app is not cast(object, self):
             raise ConfigError(f"task {task.name!r} is registered with another Durq app")
         schedule = Periodic(
             name=_check_name("periodic name", name or task.name),

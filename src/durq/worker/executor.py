@@ -21,7 +21,7 @@ from durq.payload import UndecodablePayload, decode_payload, encode
 from durq.retry import MAX_RETRY_AFTER, retry_after_of
 
 if TYPE_CHECKING:
-    from durq.app import Durq
+    from durq.registry import Registry
     from durq.task import Task
 
 
@@ -33,7 +33,7 @@ class Executor:
         max_retry_after: cap in seconds on a delay asked for by Retry-After.
     """
 
-    def __init__(self, app: Durq, max_retry_after: float = MAX_RETRY_AFTER) -> None:
+    def __init__(self, app: Registry, max_retry_after: float = MAX_RETRY_AFTER) -> None:
         self.app = app
         # The store's clock: on PostgreSQL an estimate of the database clock, so that error
         # history is stamped alike whichever worker (and whatever its clock) recorded it.
@@ -118,7 +118,7 @@ class Executor:
 
     def errored(self, job: Claimed, task: Task[Any, Any], exc: BaseException) -> Outcome:
         """Classify a task's exception: fail now, or schedule a retry with backoff."""
-        if isinstance(exc, PauseQueue):  # not a failure: see durq.pause.settle_pause
+        if isinstance(exc, PauseQueue):  # not a failure: see durq.worker.pausing.settle_pause
             return pause_outcome(job, exc, self.clock())
         decision = self.decision(task, exc)
         type_name = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")

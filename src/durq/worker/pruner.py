@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING
 from durq.errors import ConfigError
 from durq.observability import events
 from durq.retention import DEFAULT_CHUNK, prune, worker_policy
-from durq.worker.service import Service
-from durq.worker.services import passing
+from durq.worker.service import Service, passing
 
 if TYPE_CHECKING:
-    from durq.worker.worker import Worker
+    from durq.worker.host import WorkerHost
 
 #: Event logged after a pass that deleted anything: ``{"deleted": n, "states": {...}}``.
 JOBS_PRUNED = "jobs_pruned"
@@ -47,7 +46,7 @@ class Pruner(Service):
 
     def __init__(
         self,
-        worker: Worker,
+        worker: WorkerHost,
         retention: Mapping[str, float | str | None] | None = None,
         interval: float = DEFAULT_PRUNE_INTERVAL,
         chunk: int = DEFAULT_CHUNK,
@@ -64,7 +63,7 @@ class Pruner(Service):
     @classmethod
     def configure(
         cls,
-        worker: Worker,
+        worker: WorkerHost,
         retention: Mapping[str, float | str | None] | None,
         interval: float | None,
     ) -> Pruner | None:

@@ -24,11 +24,11 @@ from durq.errors import ConfigError, PayloadError
 from durq.observability import events
 from durq.periodic import Periodic, key_for
 from durq.task import EnqueueOptions
-from durq.worker.service import Service
+from durq.worker.service import Service, passing
 
 if TYPE_CHECKING:
-    from durq.app import Durq
-    from durq.worker.worker import Worker
+    from durq.registry import Registry
+    from durq.worker.host import WorkerHost
 
 PERIODIC_ENQUEUED = "periodic_enqueued"
 PERIODIC_FAILED = "periodic_failed"
@@ -48,7 +48,7 @@ class Fired:
     created: bool
 
 
-def tick(app: Durq) -> list[Fired]:
+def tick(app: Registry) -> list[Fired]:
     """Enqueue the due slots of every periodic schedule of ``app``, once each.
 
     A schedule seen for the first time is anchored at the current time: its first slot is
@@ -89,7 +89,7 @@ def tick(app: Durq) -> list[Fired]:
     return fired
 
 
-def _enqueue_slot(app: Durq, p: Periodic, slot: float) -> Fired | None:
+def _enqueue_slot(app: Registry, p: Periodic, slot: float) -> Fired | None:
     key = key_for(p.name, slot)
     opts = EnqueueOptions(
         queue=p.queue,
@@ -107,7 +107,7 @@ def _enqueue_slot(app: Durq, p: Periodic, slot: float) -> Fired | None:
     return Fired(p.name, slot, inserted.id, inserted.created)
 
 
-def seconds_to_next(app: Durq) -> float:
+def seconds_to_next(app: Registry) -> float:
     """Seconds from now until the next slot of any schedule (at most :data:`MAX_SLEEP`)."""
     now = app.store.now()
     soonest = min((p.next_slot(now) for p in app.periodics.values()), default=now + MAX_SLEEP)
@@ -120,12 +120,11 @@ class Scheduler(Service):
 
     name = "scheduler"
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: WorkerHost) -> None:
         super().__init__(worker)
         self.worker = worker
 
     def run(self) -> None:
-        from durq.worker.services import passing
 
         app = self.worker.app
         while True:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
+from durq.errors import StoreBusy, StoreError, StoreFull, StoreUnavailable
+
 
 class Supervisor(Protocol):
     def crashed(self, service: str, exc: BaseException) -> None: ...
@@ -54,3 +56,12 @@ class Service:
 
     def run(self) -> None:
         raise NotImplementedError
+
+
+def passing(exc: BaseException) -> bool:
+    """Store errors a loop waits out instead of stopping the worker."""
+    if isinstance(exc, StoreBusy | StoreUnavailable | StoreFull):
+        return True
+    return isinstance(exc, StoreError) and (
+        "disk is full" in str(exc) or "disk i/o" in str(exc).lower()
+    )

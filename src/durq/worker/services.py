@@ -14,28 +14,19 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from durq.errors import StoreBusy, StoreError, StoreFull, StoreUnavailable
 from durq.failpoints import hit
 from durq.hooks import fail_tasks, mark_outcome
 from durq.model import Outcome
 from durq.observability import events
-from durq.pause import PAUSE_KIND, settle_pause
-from durq.worker.service import Service
+from durq.pause import PAUSE_KIND
+from durq.worker.pausing import settle_pause
+from durq.worker.service import Service, passing
 from durq.worker.state import Attempt
 
 if TYPE_CHECKING:
-    from durq.worker.worker import Worker
+    from durq.worker.host import WorkerHost
 
 log = logging.getLogger("durq.worker")
-
-
-def passing(exc: BaseException) -> bool:
-    """Store errors a loop waits out instead of stopping the worker."""
-    if isinstance(exc, StoreBusy | StoreUnavailable | StoreFull):
-        return True
-    return isinstance(exc, StoreError) and (
-        "disk is full" in str(exc) or "disk i/o" in str(exc).lower()
-    )
 
 
 class Claimer(Service):
@@ -52,7 +43,7 @@ class Claimer(Service):
     name = "claimer"
     max_batch = 1000
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: WorkerHost) -> None:
         super().__init__(worker)
         self.worker = worker
         self.outcomes: queue.SimpleQueue[tuple[Attempt, Outcome]] = queue.SimpleQueue()
@@ -148,7 +139,7 @@ class Heartbeat(Service):
 
     name = "heartbeat"
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: WorkerHost) -> None:
         super().__init__(worker)
         self.worker = worker
 
@@ -197,7 +188,7 @@ class Reaper(Service):
 
     name = "reaper"
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: WorkerHost) -> None:
         super().__init__(worker)
         self.worker = worker
 
@@ -237,7 +228,7 @@ class Timeouts(Service):
     name = "timeouts"
     tick = 0.05
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: WorkerHost) -> None:
         super().__init__(worker)
         self.worker = worker
 

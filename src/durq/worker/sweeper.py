@@ -15,13 +15,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from durq.deadlines import HOOK_MAX_ATTEMPTS, install_hooks
+from durq.deadlines import install_hooks
+from durq.model import HOOK_MAX_ATTEMPTS
 from durq.observability import events
-from durq.worker.service import Service
+from durq.worker.service import Service, passing
 
 if TYPE_CHECKING:
-    from durq.app import Durq
-    from durq.worker.worker import Worker
+    from durq.registry import Registry
+    from durq.worker.host import WorkerHost
 
 #: Seconds between passes (read when a worker starts; an app may set it before that).
 SWEEP_INTERVAL = 1.0
@@ -41,13 +42,12 @@ class Sweeper(Service):
 
     name = "sweeper"
 
-    def __init__(self, worker: Worker, interval: float | None = None) -> None:
+    def __init__(self, worker: WorkerHost, interval: float | None = None) -> None:
         super().__init__(worker)
         self.worker = worker
         self.interval = SWEEP_INTERVAL if interval is None else interval
 
     def run(self) -> None:
-        from durq.worker.services import passing
 
         while not self.sleep(self.interval):
             try:
@@ -77,7 +77,7 @@ class Sweeper(Service):
                 return
 
 
-def attach(worker: Worker, app: Durq) -> Sweeper:
+def attach(worker: WorkerHost, app: Registry) -> Sweeper:
     """The worker's hook, called before it lists its task names: register the hook task of
     each of ``app``'s tasks (so the worker claims their hook jobs), and make its sweeper."""
     install_hooks(app)

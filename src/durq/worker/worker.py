@@ -30,7 +30,7 @@ from durq.worker.state import Attempt, InFlight
 from durq.worker.sweeper import attach as attach_sweeper
 
 if TYPE_CHECKING:
-    from durq.app import Durq
+    from durq.registry import Registry
 
 log = logging.getLogger("durq.worker")
 
@@ -70,7 +70,7 @@ class Worker:
 
     def __init__(
         self,
-        app: Durq,
+        app: Registry,
         *,
         queues: Sequence[str] | None = None,
         concurrency: int = 10,

@@ -1,0 +1,60 @@
+"""WorkerHost: what the worker's services (claimer, heartbeat, reaper, timeouts, leader
+duties) see of the :class:`durq.worker.Worker` that runs them.
+
+A structural type, so that the services are typed without importing ``worker.py`` (which
+imports them): every import in ``durq/worker/`` points from the supervisor down to its parts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from durq.model import Claimed, Outcome
+    from durq.registry import Registry
+    from durq.worker.executor import Executor
+    from durq.worker.state import Attempt, InFlight
+
+
+class OutcomeSink(Protocol):
+    """The claimer as the other services use it: hand it an outcome, or wake it."""
+
+    def submit(self, attempt: Attempt, outcome: Outcome) -> None: ...
+
+    def wake(self) -> None: ...
+
+
+class WorkerHost(Protocol):
+    """The worker's settings and parts its services use.
+
+    Attributes:
+        app: the app whose tasks run here.
+        id: the worker's id (as registered in the store).
+        lease: seconds of each claim's lease.
+        heartbeat_interval, poll_interval, idle_claim_interval, reap_interval: seconds.
+        queues, task_names: what the worker claims.
+        inflight: the attempts in hand and the free slots.
+        executor: turns attempts into outcomes.
+        claimer: the one writer of outcomes and claims.
+    """
+
+    app: Registry
+    id: str
+    lease: float
+    heartbeat_interval: float
+    poll_interval: float
+    idle_claim_interval: float
+    reap_interval: float
+    queues: list[str]
+    task_names: list[str]
+    inflight: InFlight
+    executor: Executor
+
+    @property
+    def claimer(self) -> OutcomeSink: ...
+
+    def dispatch(self, job: Claimed) -> None: ...
+
+    def report(self, attempt: Attempt, outcome: Outcome, applied: bool) -> None: ...
+
+    def crashed(self, service: str, exc: BaseException) -> None: ...
