@@ -1,187 +1,37 @@
-"""A content-addressed blob store whose bookkeeping lives in the durq database.
-
-Bytes live in files under a local ``root`` directory, named by their sha256; the database
-(tables ``blobs``, ``blob_refs``, ``blob_aliases``) records which blobs exist, who holds
-them (named holders such as ``"chat:123"``, or jobs), logical names for them (aliases such
-as ``"youtube:dQw4w9WgXcQ:22"``) and an external id (a CDN or chat-service file id) that
-outlives the bytes. See ``docs/features/blobs.md``.
-
-Layout under ``root``::
-
-    objects/<k[:2]>/<k>        the bytes of blob k (k = sha256 hex)
-    tmp/put-<random>.part      a put still writing (or one that crashed)
-    tmp/gc-<k>-<random>        bytes a release has moved aside and is about to delete
-
-With PostgreSQL, every process using the store must see the same ``root`` (one machine, or
-a shared volume); the database cannot see files.
-
-Example::
-
-    dq = durq.Durq("sqlite:///jobs.db")
-    blobs = BlobStore(dq, "/var/lib/app/blobs")
-    key = blobs.put(open("video.mp4", "rb"), alias="youtube:abc:22", holder="chat:42")
-    with blobs.open(key) as f:
-        data = f.read()
-    blobs.set_external_id(key, "BAACAgIAAxkB...")   # the chat service's file id
-    blobs.unref(key, "chat:42")                      # the last holder: the bytes go,
-    blobs.lookup("youtube:abc:22").external_id       # the record and its file id stay
-"""
+"""BlobStore: put, open, reference and name blobs (its garbage collection is
+:mod:`durq.blobs.gc`)."""
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import hashlib
-import logging
 import os
-import re
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from durq.blobs.gc import BlobCollector
+from durq.blobs.records import (
+    CHUNK,
+    DEFAULT_GRACE,
+    JOB_PREFIX,
+    BlobInfo,
+    Unref,
+    _check_key,
+    _check_text,
+    _fsync_dir,
+)
 from durq.errors import BlobError, BlobGone, BlobNotFound, ConfigError, JobNotFound
 from durq.failpoints import hit
 from durq.model.blobs import BlobRecord
-from durq.observability import events
 
 if TYPE_CHECKING:
     from durq.registry import Registry
 
-__all__ = ["BlobInfo", "BlobStore", "GcSummary", "Unref"]
 
-#: Bytes read and written per step: a put holds about this much in memory at once.
-CHUNK = 1 << 20
-#: gc's default grace period, in seconds (see :meth:`BlobStore.gc`).
-DEFAULT_GRACE = 3600.0
-KEY_PATTERN = re.compile(r"[0-9a-f]{64}")
-_TRASH = re.compile(r"gc-([0-9a-f]{64})-[0-9a-f]+")
-JOB_PREFIX = "job:"
-NAME_LIMIT = 500
-
-BLOB_DELETED = "blob_deleted"
-BLOB_RESTORED = "blob_restored"
-
-
-@dataclass(frozen=True, slots=True)
-class BlobInfo:
-    """What the store knows about one blob.
-
-    Attributes:
-        key: sha256 of the bytes (64 lower-case hex digits).
-        size: bytes.
-        stored: the record says the bytes are kept (False: released; only the record and
-            its external id remain).
-        present: the file is on disk right now (``stored`` and ``present`` differ only
-            after a crash or a hand-made change, which :meth:`BlobStore.gc` repairs or
-            reports).
-        holds: references holding it (job references whose job is gone count until swept).
-        external_id: the id the bytes are known by elsewhere, or None.
-        name: the descriptive file name given at put, or None.
-        created_at: first recorded, seconds since the epoch (the store's clock).
-        touched_at: the last put or ref, seconds since the epoch (the store's clock).
-        path: where the bytes are (or were) on disk.
-    """
-
-    key: str
-    size: int
-    stored: bool
-    present: bool
-    holds: int
-    external_id: str | None
-    name: str | None
-    created_at: float
-    touched_at: float
-    path: Path
-
-
-@dataclass(frozen=True, slots=True)
-class Unref:
-    """What :meth:`BlobStore.unref` did. True (as a bool) when the reference existed.
-
-    Attributes:
-        removed: the reference existed and is gone now.
-        released: it was the last one and this call released the blob: the bytes were
-            deleted (and the record too, unless it has an external id). Of two callers
-            dropping the last references at once exactly one sees True.
-    """
-
-    removed: bool
-    released: bool
-
-    def __bool__(self) -> bool:
-        return self.removed
-
-
-@dataclass(slots=True)
-class GcSummary:
-    """What one :meth:`BlobStore.gc` pass did.
-
-    Attributes:
-        released: blobs released in the database by this pass (nothing held them and
-            nothing touched them within the grace period).
-        deleted: files deleted for those releases.
-        freed: bytes of those files.
-        dead_refs: job references removed because their job row no longer exists.
-        dropped: records removed that had neither bytes nor an external id left.
-        orphans: files under ``objects/`` with no stored record, older than the grace
-            period, deleted (a crash between writing and recording, or between a
-            release and its unlink).
-        temps: temp files of puts older than the grace period, deleted (a crashed put).
-        restored: files a crashed release had moved aside while a put recorded them again,
-            put back.
-    """
-
-    released: int = 0
-    deleted: int = 0
-    freed: int = 0
-    dead_refs: int = 0
-    dropped: int = 0
-    orphans: int = 0
-    temps: int = 0
-    restored: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a directory's entries (a rename, a link) durable; a no-op where unsupported."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _check_text(what: str, value: object, *, optional: bool = False) -> str | None:
-    if value is None and optional:
-        return None
-    if not isinstance(value, str) or not value or len(value) > NAME_LIMIT:
-        raise ConfigError(
-            f"{what} must be a non-empty str of at most {NAME_LIMIT} characters, not {value!r}"
-        )
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ConfigError(f"{what} must be valid Unicode text: {value!r}") from None
-    return value
-
-
-def _check_key(key: object) -> str:
-    if not isinstance(key, str) or not KEY_PATTERN.fullmatch(key):
-        raise ConfigError(f"a blob key is 64 lower-case hex digits (sha256), not {key!r}")
-    return key
-
-
-class BlobStore:
+class BlobStore(BlobCollector):
     """Content-addressed files under ``root``, with their records in ``dq``'s database.
 
     Args:
@@ -600,146 +450,3 @@ class BlobStore:
             raise BlobNotFound(f"no blob {key}")
 
     # -- garbage collection ---------------------------------------------------------------
-
-    def gc(self, grace: float | None = None, *, limit: int = 1000) -> GcSummary:
-        """Release what nothing holds and delete files nothing records.
-
-        1. In the database (transactions of up to ``limit`` blobs): sweep job references
-           whose job row is gone; release every stored blob with no reference that no put
-           or ref touched for ``grace`` seconds (a conditional change per row: of two
-           collectors, or a collector and an unref, exactly one wins each blob); drop
-           records left with neither bytes nor external id. The winner deletes the files.
-        2. On disk: put back or delete what a crashed release moved aside; delete temp
-           files and files under ``objects/`` with no stored record whose modification
-           (for moved-aside files: change) time is more than ``grace`` seconds ago on this
-           machine's clock (crashes between writing and recording, or between a release
-           and its delete).
-
-        The grace period protects puts in flight: a put writing a temp file keeps its
-        modification time fresh, and one between linking its file and recording it is
-        younger than ``grace`` unless it stalled for that long. Should a collector delete
-        such a file anyway, the put sees it gone after recording and links it again.
-        ``grace`` must exceed the longest pause of a stream given to :meth:`put`.
-
-        Args:
-            grace: seconds (default: the store's ``grace``, 1 hour).
-            limit: blobs released per database transaction.
-
-        Raises:
-            ConfigError: a bad ``grace`` or ``limit``.
-            StoreError: the database failed (what was already done stays done).
-        """
-        grace = self.grace if grace is None else grace
-        if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
-            raise ConfigError(f"grace must be a number of seconds >= 0, not {grace!r}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ConfigError(f"limit must be an int >= 1, not {limit!r}")
-        summary = GcSummary()
-        while True:
-            collected = self.dq.store.blob_collect(float(grace), limit)
-            summary.dead_refs += collected.dead_refs
-            summary.dropped += collected.dropped
-            for key, size in collected.released:
-                summary.released += 1
-                hit("blob_released")
-                if self._delete_bytes(key, size):
-                    summary.deleted += 1
-                    summary.freed += size
-            if not collected.released and not collected.dead_refs:
-                break
-        cutoff = time.time() - grace
-        self._sweep_tmp(cutoff, summary)
-        self._sweep_objects(cutoff, summary)
-        return summary
-
-    def _delete_bytes(self, key: str, size: int) -> bool:
-        """Delete a released blob's file; True if this call deleted it.
-
-        The file is first moved aside (atomically), then the database is asked whether a
-        put recorded the key again meanwhile; if so it goes back, else it is deleted. A put
-        checks for its file after recording, so whichever of the two looks last sees the
-        other.
-        """
-        final = self._final(key)
-        aside = self.tmp / f"gc-{key}-{uuid.uuid4().hex}"
-        try:
-            os.rename(final, aside)
-        except FileNotFoundError:
-            return False
-        if self.dq.store.blob_stored([key]):
-            self._restore(aside, key)
-            return False
-        aside.unlink(missing_ok=True)
-        events.emit(BLOB_DELETED, key=key, size=size, root=str(self.root))
-        return True
-
-    def _restore(self, aside: Path, key: str) -> None:
-        final = self._final(key)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.replace(aside, final)  # same bytes as anything a put linked there meanwhile
-        except FileNotFoundError:
-            return
-        _fsync_dir(final.parent)
-        events.emit(BLOB_RESTORED, logging.WARNING, key=key, root=str(self.root))
-
-    def _sweep_tmp(self, cutoff: float, summary: GcSummary) -> None:
-        try:
-            entries = list(os.scandir(self.tmp))
-        except FileNotFoundError:
-            return
-        for entry in entries:
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            moved = _TRASH.fullmatch(entry.name)
-            if moved:
-                # A release moved it aside and crashed (or is still deciding): the change
-                # time is when it was moved.
-                if st.st_ctime > cutoff:
-                    continue
-                key = moved.group(1)
-                if self.dq.store.blob_stored([key]):
-                    self._restore(Path(entry.path), key)
-                    summary.restored += 1
-                else:
-                    Path(entry.path).unlink(missing_ok=True)
-                    summary.orphans += 1
-            elif (
-                entry.name.startswith("put-")
-                and entry.name.endswith(".part")
-                and st.st_mtime <= cutoff
-            ):
-                Path(entry.path).unlink(missing_ok=True)
-                summary.temps += 1
-
-    def _sweep_objects(self, cutoff: float, summary: GcSummary, batch: int = 500) -> None:
-        old: list[str] = []
-        try:
-            shards = sorted(os.scandir(self.objects), key=lambda e: e.name)
-        except FileNotFoundError:
-            return
-        for shard in shards:
-            if not shard.is_dir(follow_symlinks=False):
-                continue
-            for entry in os.scandir(shard.path):
-                if not KEY_PATTERN.fullmatch(entry.name) or entry.name[:2] != shard.name:
-                    continue  # not ours: leave it alone
-                try:
-                    if entry.stat(follow_symlinks=False).st_mtime > cutoff:
-                        continue
-                except FileNotFoundError:
-                    continue
-                old.append(entry.name)
-                if len(old) >= batch:
-                    self._drop_unrecorded(old, summary)
-                    old = []
-        if old:
-            self._drop_unrecorded(old, summary)
-
-    def _drop_unrecorded(self, keys: list[str], summary: GcSummary) -> None:
-        stored = self.dq.store.blob_stored(keys)
-        for key in keys:
-            if key not in stored and self._delete_bytes(key, 0):
-                summary.orphans += 1
