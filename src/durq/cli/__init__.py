@@ -1,5 +1,16 @@
 """The ``durq`` command line: a thin adapter over :class:`durq.Durq` and the status snapshot."""
 
-from durq.cli.commands import cli, main
+# Importing a verb module registers its verbs on ``cli``.
+from durq.cli import admin, jobs, proving, queues, run, workflow  # noqa: F401
+from durq.cli.common import cli, fail
+from durq.errors import DurqError
 
 __all__ = ["cli", "main"]
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        cli(standalone_mode=True)
+    except DurqError as exc:  # anything a verb did not catch itself
+        fail(str(exc))
