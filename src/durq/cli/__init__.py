@@ -1,4 +1,9 @@
-"""The ``durq`` command line: a thin adapter over :class:`durq.Durq` and the status snapshot."""
+"""The ``durq`` command line: a thin adapter over :class:`durq.Durq` and the status snapshot.
+
+Each verb takes ``--db`` (or ``$DURQ_URL``); data verbs take ``--json``. One module per group:
+``common`` (the root group, shared options, exit codes, ``fail``), ``run``, ``jobs``,
+``queues``, ``workflow``, ``admin``, ``proving``; ``render`` draws tables and JSON.
+"""
 
 # Importing a verb module registers its verbs on ``cli``.
 from durq.cli import admin, jobs, proving, queues, run, workflow  # noqa: F401
