@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import durq
-from durq.cli.commands import cli
+from durq.cli import cli
 
 # any code point except the ones argv cannot hold (NUL); lone surrogates are what a
 # non-UTF-8 byte in argv becomes under Python's surrogateescape

@@ -1,5 +1,21 @@
-"""The ``durq`` command line: a thin adapter over :class:`durq.Durq` and the status snapshot."""
+"""The ``durq`` command line: a thin adapter over :class:`durq.Durq` and the status snapshot.
 
-from durq.cli.commands import cli, main
+Each verb takes ``--db`` (or ``$DURQ_URL``); data verbs take ``--json``. One module per group:
+``common`` (the root group, shared options, exit codes, ``fail``), ``run``, ``jobs``,
+``queues``, ``workflow``, ``admin``, ``proving``; ``render`` draws tables and JSON.
+"""
+
+# Importing a verb module registers its verbs on ``cli``.
+from durq.cli import admin, jobs, proving, queues, run, workflow  # noqa: F401
+from durq.cli.common import cli, fail
+from durq.errors import DurqError
 
 __all__ = ["cli", "main"]
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        cli(standalone_mode=True)
+    except DurqError as exc:  # anything a verb did not catch itself
+        fail(str(exc))

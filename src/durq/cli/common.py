@@ -1,0 +1,89 @@
+"""The root ``durq`` group and what every verb shares: options, exit codes, errors, loading."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from durq.app import Durq
+from durq.store.sqlite.connection import parse_url
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+JOB_ID = click.IntRange(min=1, max=2**63 - 1)
+
+
+def db_option(fn: F) -> F:
+    return click.option(
+        "--db",
+        "db",
+        envvar="DURQ_URL",
+        default="sqlite:///durq.db",
+        show_default=True,
+        help="Database URL or SQLite file path (or set DURQ_URL).",
+    )(fn)
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(
+        fn
+    )
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> None:
+    click.echo(f"durq: error: {message}", err=True)
+    sys.exit(code)
+
+
+def open_existing(url: str) -> Durq:
+    """A Durq on an existing database (read verbs never create a new, empty file)."""
+    if "://" not in url or url.startswith("sqlite:"):
+        path = parse_url(url).path
+        if not Path(path).exists():
+            fail(
+                f"no database at {path}: nothing has created it yet (the first enqueue, "
+                f"a worker or `durq migrate` does), or it lives elsewhere (give --db or "
+                f"set DURQ_URL)"
+            )
+    return Durq(url, migrate=False)
+
+
+def load_app(spec: str, url: str | None) -> Durq:
+    """Import ``module:attr`` (or ``module`` with a ``dq`` attribute) from the current directory."""
+    module_name, _, attr = spec.partition(":")
+    sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        hint = ""
+        if not attr and "." in module_name:
+            head, _, tail = module_name.rpartition(".")
+            hint = f" (did you mean {head}:{tail}? the form is MODULE:ATTR)"
+        fail(f"cannot import {module_name!r}: {exc}{hint}", EXIT_USAGE)
+    name = attr or "dq"
+    if not hasattr(module, name):
+        fail(
+            f"module {module_name!r} has no attribute {name!r} (the form is MODULE:ATTR)",
+            EXIT_USAGE,
+        )
+    app = getattr(module, name)
+    if not isinstance(app, Durq):
+        fail(f"{module_name}:{name} is a {type(app).__name__}, not a durq.Durq", EXIT_USAGE)
+    assert isinstance(app, Durq)
+    if url:
+        app.url = url
+    return app
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="durq")
+def cli() -> None:
+    """durq: a durable job queue. SQLite by default; no job is ever lost."""

@@ -1,0 +1,194 @@
+"""Verbs that run work: ``worker`` and ``enqueue``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from durq.app import Durq
+from durq.cli import render
+from durq.cli.common import EXIT_USAGE, cli, db_option, fail, json_option, load_app
+from durq.errors import DurqError
+from durq.observability.events import configure_json_logging
+
+
+@cli.command()
+@click.argument("app_spec", metavar="MODULE:ATTR")
+@click.option("--db", envvar="DURQ_URL", default=None, help="Override the app's database URL.")
+@click.option(
+    "--queues", default=None, help="Comma-separated queues (default: all the app's task queues)."
+)
+@click.option("--concurrency", "-c", default=10, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--lease", default=30.0, show_default=True, type=click.FloatRange(min=0.1), help="Seconds."
+)
+@click.option(
+    "--heartbeat",
+    default=None,
+    type=click.FloatRange(min=0.01),
+    help="Seconds between lease extensions (default: lease / 3).",
+)
+@click.option(
+    "--grace", default=30.0, show_default=True, type=click.FloatRange(min=0), help="Seconds."
+)
+@click.option(
+    "--free-requeues",
+    default=2,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Shutdowns per job that hand its attempt back; later ones count as an attempt.",
+)
+@click.option("--worker-id", default=None, help="Unique worker id (default host:pid:random).")
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
+@click.option(
+    "--retain",
+    "retain",
+    multiple=True,
+    metavar="STATE=AGE",
+    help="Pruner retention for a finished state, e.g. succeeded=3d, failed=90d, "
+    "cancelled=forever (repeatable; defaults: succeeded 7d, failed/cancelled/expired 30d).",
+)
+@click.option(
+    "--prune-interval",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds between pruner passes (0 turns it off).",
+)
+@click.option("--no-prune", is_flag=True, help="Do not run the pruner in this worker.")
+def worker(
+    app_spec: str,
+    db: str | None,
+    queues: str | None,
+    concurrency: int,
+    lease: float,
+    heartbeat: float | None,
+    grace: float,
+    free_requeues: int,
+    worker_id: str | None,
+    log_level: str,
+    retain: tuple[str, ...],
+    prune_interval: float,
+    no_prune: bool,
+) -> None:
+    """Run a worker for the tasks of MODULE:ATTR (a durq.Durq; MODULE alone means MODULE:dq).
+    SIGTERM/SIGINT: graceful shutdown within --grace; a second signal exits at once.
+    Events: JSON lines on stderr."""
+    import logging
+
+    configure_json_logging(level=getattr(logging, log_level.upper()))
+    app = load_app(app_spec, db)
+    try:
+        w = app.worker(
+            queues=[q for q in queues.split(",") if q] if queues else None,
+            concurrency=concurrency,
+            lease=lease,
+            heartbeat_interval=heartbeat,
+            grace=grace,
+            free_requeues=free_requeues,
+            worker_id=worker_id,
+            retention=_retention_option(retain),
+            prune_interval=None if no_prune else prune_interval,
+        )
+        code = w.run()
+    except DurqError as exc:
+        fail(str(exc))
+    sys.exit(code)
+
+
+@cli.command()
+@click.argument("task")
+@click.argument("args", nargs=-1)
+@db_option
+@click.option("--payload", default=None, help="The payload as a JSON object.")
+@click.option("--queue", default=None)
+@click.option("--delay", type=float, default=None, help="Seconds from now.")
+@click.option("--priority", type=int, default=None, help="Lower runs first.")
+@click.option("--key", default=None, help="Idempotency key.")
+@click.option("--max-attempts", type=click.IntRange(min=1), default=None)
+@click.option(
+    "--app",
+    "app_spec",
+    default=None,
+    metavar="MODULE:ATTR",
+    help="Take the task's queue, attempts and priority from this app (and check the payload).",
+)
+@json_option
+def enqueue(
+    task: str,
+    args: tuple[str, ...],
+    db: str,
+    payload: str | None,
+    queue: str | None,
+    delay: float | None,
+    priority: int | None,
+    key: str | None,
+    max_attempts: int | None,
+    app_spec: str | None,
+    as_json: bool,
+) -> None:
+    """Enqueue a job for TASK. The payload is --payload '{"k": 1}' and/or k=v pairs
+    (each v parsed as JSON when it is valid JSON, else taken as a string).
+
+    Without --app the job gets queue "default", 3 attempts and priority 0 unless the
+    options say otherwise: durq does not import your code to learn the task's settings."""
+    body: dict[str, Any] = {}
+    if payload is not None:
+        try:
+            body = json.loads(payload)
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
+            fail(f"--payload is not valid JSON: {exc}", EXIT_USAGE)
+        if not isinstance(body, dict):
+            fail("--payload must be a JSON object", EXIT_USAGE)
+    for arg in args:
+        name, sep, raw = arg.partition("=")
+        if not sep or not name:
+            fail(f"expected key=value, got {arg!r}", EXIT_USAGE)
+        try:
+            body[name] = json.loads(raw)
+        except ValueError:
+            body[name] = raw
+        except RecursionError as exc:
+            fail(f"the value of {name!r} is not usable JSON: {exc}", EXIT_USAGE)
+    app = Durq(db)
+    if app_spec is not None:
+        app = load_app(app_spec, db)
+        if task not in app.tasks:
+            fail(f"{app_spec} has no task named {task!r} (known: {sorted(app.tasks)})", EXIT_USAGE)
+    try:
+        job = app.enqueue(
+            task,
+            body,
+            queue=queue,
+            delay=delay,
+            priority=priority,
+            key=key,
+            max_attempts=max_attempts,
+        )
+    except DurqError as exc:
+        fail(str(exc))
+    if as_json:
+        render.print_json(job.to_dict())
+    else:
+        click.echo(f"enqueued job {job.id} ({job.task} on {job.queue}, {job.state}) in {app.url}")
+
+
+def _retention_option(items: tuple[str, ...]) -> dict[str, float | str | None] | None:
+    """``--retain STATE=AGE`` values as a worker's ``retention`` (AGE ``forever``: keep)."""
+    if not items:
+        return None
+    out: dict[str, float | str | None] = {}
+    for item in items:
+        state, sep, age = item.partition("=")
+        if not sep or not state or not age:
+            fail(f"--retain takes STATE=AGE (e.g. succeeded=7d), not {item!r}", EXIT_USAGE)
+        out[state.strip()] = None if age.strip().lower() in ("forever", "never") else age
+    return out

@@ -1,0 +1,198 @@
+"""Verbs on workflow features: ``batches show``, ``periodic list`` and ``blobs ls|gc``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from durq.cli import render
+from durq.cli.common import JOB_ID, F, cli, db_option, fail, json_option, load_app, open_existing
+from durq.errors import DurqError
+
+
+@cli.group()
+def batches() -> None:
+    """Inspect batches (jobs enqueued inside ``with dq.batch(...)``)."""
+
+
+@batches.command("show")
+@click.argument("batch_id", type=JOB_ID)
+@db_option
+@json_option
+def batches_show(batch_id: int, db: str, as_json: bool) -> None:
+    """One batch: state, last outcome, members by state, meta, times its callback fired."""
+    try:
+        status = open_existing(db).batch_status(batch_id)
+    except DurqError as exc:
+        fail(str(exc))
+    if as_json:
+        render.print_json(status.to_dict())
+        return
+    render.console.print(
+        f"[bold]batch {status.id}[/] -> {status.on_complete or '(no callback)'} "
+        f"on {status.queue}: [bold]{status.state}[/]"
+    )
+    counts = ", ".join(f"{k} {v}" for k, v in status.counts.items()) or "none"
+    for label, value in (
+        ("outcome", status.outcome or "-"),
+        ("fired", status.fired),
+        ("members", f"{status.size}: {counts}"),
+        ("meta", json.dumps(status.meta, ensure_ascii=False)[:500]),
+        ("aborted", status.aborted or "-"),
+        ("callback", status.callback_job_id or "-"),
+        ("created", render.when(status.created_at)),
+        ("sealed", render.when(status.sealed_at)),
+        ("completed", render.when(status.completed_at)),
+    ):
+        render.console.print(f"  {label:>9}: {value}", highlight=False, markup=False)
+
+
+@cli.group()
+def periodic() -> None:
+    """Periodic schedules (@dq.periodic): what they are and where they stand."""
+
+
+@periodic.command("list")
+@click.option(
+    "--app",
+    "app_spec",
+    required=True,
+    metavar="MODULE:ATTR",
+    help="The app whose schedules to list (MODULE alone means MODULE:dq).",
+)
+@click.option("--db", envvar="DURQ_URL", default=None, help="Override the app's database URL.")
+@json_option
+def periodic_list(app_spec: str, db: str | None, as_json: bool) -> None:
+    """Each schedule of the app: name, task, cron, time zone, last slot enqueued, next slot."""
+    from datetime import datetime
+
+    from rich.table import Table
+
+    app = load_app(app_spec, db)
+    try:
+        reader = open_existing(app.url)
+        try:
+            stored = reader.store.periodic_slots()
+            now = reader.store.now()
+        finally:
+            reader.close()
+    except DurqError as exc:
+        fail(str(exc))
+    rows: list[dict[str, Any]] = []
+    table = Table()
+    for col in ("name", "task", "cron", "tz", "last slot", "job", "next slot"):
+        table.add_column(col)
+    for p in app.periodics.values():
+        last, job_id = stored.get(p.name, (None, None))
+        upcoming = p.next_slot(max(now, last or now))
+        last_local = None if last is None else datetime.fromtimestamp(last, p.tzinfo).isoformat()
+        next_local = datetime.fromtimestamp(upcoming, p.tzinfo).isoformat()
+        rows.append(
+            {
+                "name": p.name,
+                "task": p.task,
+                "cron": p.cron,
+                "tz": p.tz,
+                "queue": p.queue,
+                "catch_up": p.catch_up,
+                "last_slot": last,
+                "last_slot_local": last_local,
+                "last_job_id": job_id,
+                "next_slot": upcoming,
+                "next_slot_local": next_local,
+            }
+        )
+        table.add_row(
+            p.name, p.task, p.cron, p.tz, last_local or "-", str(job_id or "-"), next_local
+        )
+    if as_json:
+        render.print_json(rows)
+        return
+    render.console.print(table)
+
+
+def root_option(fn: F) -> F:
+    return click.option(
+        "--root",
+        "root",
+        envvar="DURQ_BLOB_ROOT",
+        required=True,
+        type=click.Path(file_okay=False),
+        help="The blob store's root directory (or set DURQ_BLOB_ROOT).",
+    )(fn)
+
+
+def open_blobs(db: str, root: str) -> Any:
+    """A BlobStore on an existing database and an existing root (nothing is created)."""
+    from durq.blobs import BlobStore
+
+    if not Path(root).is_dir():
+        fail(f"no blob store at {root} (not a directory)")
+    return BlobStore(open_existing(db), root)
+
+
+@cli.group()
+def blobs() -> None:
+    """The blob store (durq.blobs): list records, collect garbage."""
+
+
+@blobs.command("ls")
+@db_option
+@root_option
+@click.option("--after", default="", help="Start after this key (paging).")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1))
+@json_option
+def blobs_ls(db: str, root: str, after: str, limit: int, as_json: bool) -> None:
+    """Blob records by key: size, whether the bytes are here, holders, external id."""
+    try:
+        found = open_blobs(db, root).ls(after=after, limit=limit)
+    except DurqError as exc:
+        fail(str(exc))
+    rows = [
+        {
+            "key": b.key, "size": b.size, "stored": b.stored, "present": b.present,
+            "holds": b.holds, "external_id": b.external_id, "name": b.name,
+            "created_at": b.created_at, "touched_at": b.touched_at,
+        }
+        for b in found
+    ]  # fmt: skip
+    if as_json:
+        render.print_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table("key", "size", "bytes", "holds", "external id", "name", "touched")
+    for r in rows:
+        here = "here" if r["present"] else ("MISSING" if r["stored"] else "released")
+        table.add_row(
+            r["key"][:16], str(r["size"]), here, str(r["holds"]), r["external_id"] or "",
+            r["name"] or "", render.when(r["touched_at"]),
+        )  # fmt: skip
+    render.console.print(table)
+
+
+@blobs.command("gc")
+@db_option
+@root_option
+@click.option(
+    "--grace",
+    default=3600.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds: spare blobs touched, and files written, more recently than this.",
+)
+@json_option
+def blobs_gc(db: str, root: str, grace: float, as_json: bool) -> None:
+    """Release blobs nothing holds, delete their bytes, and delete files nothing records
+    (left by crashes). Safe to run beside live processes and other collectors."""
+    try:
+        summary = open_blobs(db, root).gc(grace=grace)
+    except DurqError as exc:
+        fail(str(exc))
+    if as_json:
+        render.print_json(summary.as_dict())
+    else:
+        click.echo(" ".join(f"{k}={v}" for k, v in summary.as_dict().items()))
