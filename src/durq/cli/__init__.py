@@ -2,11 +2,11 @@
 
 Each verb takes ``--db`` (or ``$DURQ_URL``); data verbs take ``--json``. One module per group:
 ``common`` (the root group, shared options, exit codes, ``fail``), ``run``, ``jobs``,
-``queues``, ``workflow``, ``admin``, ``proving``; ``render`` draws tables and JSON.
+``queues``, ``workflow``, ``admin``, ``proving``, ``operate`` (workers, dashboard); ``render`` draws tables and JSON.
 """
 
 # Importing a verb module registers its verbs on ``cli``.
-from durq.cli import admin, jobs, proving, queues, run, workflow  # noqa: F401
+from durq.cli import admin, jobs, operate, proving, queues, run, workflow  # noqa: F401
 from durq.cli.common import cli, fail
 from durq.errors import DurqError
 

@@ -9,6 +9,14 @@ submodule holds the records of one concern; this package re-exports them.
 from durq.model.alerts import Alert
 from durq.model.batches import BatchRecord, NewBatch
 from durq.model.blobs import BlobCollected, BlobRecord, BlobRelease, PutResult, RefResult
+from durq.model.dashboard import (
+    InHand,
+    JobFilter,
+    Series,
+    WhyFacts,
+    WorkerDetail,
+    WorkerReport,
+)
 from durq.model.inserts import Inserted, NewJob
 from durq.model.jobs import (
     HOOK_MAX_ATTEMPTS,
@@ -40,7 +48,9 @@ __all__ = [
     "BlobRecord",
     "BlobRelease",
     "Claimed",
+    "InHand",
     "Inserted",
+    "JobFilter",
     "JobLimit",
     "JobRecord",
     "JobState",
@@ -52,8 +62,12 @@ __all__ = [
     "QueuePause",
     "ReapSummary",
     "RefResult",
+    "Series",
     "StatusData",
     "StepRecord",
     "SweepSummary",
+    "WhyFacts",
+    "WorkerDetail",
     "WorkerInfo",
+    "WorkerReport",
 ]

@@ -32,6 +32,7 @@ from durq.model import (
     SweepSummary,
     WorkerInfo,
 )
+from durq.model.dashboard import JobFilter, WhyFacts, WorkerDetail, WorkerReport
 
 
 class Store(Protocol):
@@ -342,6 +343,43 @@ class Store(Protocol):
 
     def find(self, queue: str, key: str) -> JobRecord | None:
         """The job of ``queue`` holding idempotency key ``key``, or None."""
+        ...
+
+    # -- operating: workers' reports and the dashboard's reads (store/*/dashboard.py) --
+
+    def report_worker(self, worker_id: str, report: WorkerReport) -> None:
+        """Mark the worker seen now and store what it reports about itself."""
+        ...
+
+    def worker_details(self) -> list[WorkerDetail]:
+        """Live workers (seen within their lease) with their last report."""
+        ...
+
+    def recent_batches(self, before: int | None, limit: int) -> list[int]:
+        """Ids of up to ``limit`` batches below ``before`` (None: the newest), newest first."""
+        ...
+
+    def enqueued_total(self) -> int:
+        """Jobs ever inserted (the id sequence; never decreases, also after pruning)."""
+        ...
+
+    def job_page(self, f: JobFilter) -> list[JobRecord]:
+        """One keyset page of jobs matching ``f``, newest first (no OFFSET, no count).
+
+        Raises:
+            ConfigError: an unknown state or a page size outside 1..500.
+        """
+        ...
+
+    def finished_series(
+        self, start: float, step: float, states: Sequence[str] = ("succeeded", "failed")
+    ) -> dict[tuple[str, str], dict[int, int]]:
+        """Jobs finished since ``start`` (epoch s) per (queue, state): {bucket: count},
+        the bucket being ``(finished_at - start) // step``."""
+        ...
+
+    def why_facts(self, job: JobRecord) -> WhyFacts:
+        """The stored facts about why ``job`` waits (limit, pause, live workers)."""
         ...
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from durq.model import Claimed, Outcome
+    from durq.model import Claimed, Outcome, WorkerReport
     from durq.registry import Registry
     from durq.worker.executor import Executor
     from durq.worker.state import Attempt, InFlight
+    from durq.worker.stats import WorkerStats
 
 
 class OutcomeSink(Protocol):
@@ -36,6 +37,7 @@ class WorkerHost(Protocol):
         inflight: the attempts in hand and the free slots.
         executor: turns attempts into outcomes.
         claimer: the one writer of outcomes and claims.
+        stats: the worker's counters since start (bumped by the claimer).
     """
 
     app: Registry
@@ -49,6 +51,7 @@ class WorkerHost(Protocol):
     task_names: list[str]
     inflight: InFlight
     executor: Executor
+    stats: WorkerStats
 
     @property
     def claimer(self) -> OutcomeSink: ...
@@ -56,5 +59,7 @@ class WorkerHost(Protocol):
     def dispatch(self, job: Claimed) -> None: ...
 
     def report(self, attempt: Attempt, outcome: Outcome, applied: bool) -> None: ...
+
+    def self_report(self) -> WorkerReport: ...
 
     def crashed(self, service: str, exc: BaseException) -> None: ...

@@ -125,8 +125,10 @@ class Claimer(Service):
                 want = len(claimed) >= free
                 idle_until = time.monotonic() + w.idle_claim_interval
             log_events = events.enabled()
+            stats = w.stats
             for (attempt, outcome), ok in zip(batch, applied, strict=True):
                 w.inflight.settle(attempt)
+                stats.record(attempt, outcome, ok)
                 # successes log at INFO; retries, failures and stale outcomes at WARNING+
                 if log_events or not ok or outcome.kind != "succeeded":
                     w.report(attempt, outcome, ok)
@@ -179,7 +181,7 @@ class Heartbeat(Service):
                 task=attempt.job.task,
                 attempt=attempt.job.attempt,
             )
-        w.app.store.touch_worker(w.id)
+        w.app.store.report_worker(w.id, w.self_report())
 
 
 class Reaper(Service):

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from durq.classify import describe
 from durq.context import JobContext
 from durq.errors import ConfigError
-from durq.model import AttemptError, Claimed, Outcome, WorkerInfo
+from durq.model import AttemptError, Claimed, Outcome, WorkerInfo, WorkerReport
 from durq.observability import events
 from durq.worker.executor import Executor
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
@@ -27,6 +27,7 @@ from durq.worker.runners import AsyncRunner, ThreadRunner
 from durq.worker.scheduler import Scheduler
 from durq.worker.services import Claimer, Heartbeat, Reaper, Timeouts, error_json
 from durq.worker.state import Attempt, InFlight
+from durq.worker.stats import WorkerStats
 from durq.worker.sweeper import attach as attach_sweeper
 
 if TYPE_CHECKING:
@@ -111,6 +112,7 @@ class Worker:
         self.executor = Executor(app)
         self.claimer = Claimer(self)
         self.inflight = InFlight(concurrency, on_free=self.claimer.wake)
+        self.stats = WorkerStats()
         self.heartbeat = Heartbeat(self)
         self.reaper = Reaper(self)
         self.timeouts = Timeouts(self)
@@ -146,6 +148,7 @@ class Worker:
             )
         )
         try:
+            store.report_worker(self.id, self.self_report())
             self.reaper.reap_once()
             self.sweeper.sweep_once()  # overdue jobs expire before anything is claimed
         except BaseException:
@@ -211,6 +214,10 @@ class Worker:
             os._exit(128 + signum)
         events.emit(events.WORKER_STOPPING, worker_id=self.id, signal=signum, grace=self.grace)
         self._stop_requested.set()
+
+    def self_report(self) -> WorkerReport:
+        """What this worker writes about itself at each beat (see durq.worker.stats)."""
+        return self.stats.report(self.inflight, self.concurrency, self.app.store.now())
 
     def request_stop(self) -> None:
         """Ask :meth:`run` to shut down gracefully (thread-safe, returns at once)."""

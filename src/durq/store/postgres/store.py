@@ -58,9 +58,10 @@ from durq.store.postgres.connection import (
     require_current,
     translate,
 )
+from durq.store.postgres.dashboard import PostgresDashboard
 
 
-class PostgresStore(Shortcuts):
+class PostgresStore(PostgresDashboard, Shortcuts):
     """The durq store on PostgreSQL.
 
     Args:

@@ -51,9 +51,10 @@ from durq.store.sqlite.connection import (
     translate,
     write_transaction,
 )
+from durq.store.sqlite.dashboard import SqliteDashboard
 
 
-class SqliteStore(Shortcuts):
+class SqliteStore(SqliteDashboard, Shortcuts):
     """The durq store on one SQLite file.
 
     Each thread gets its own connection. Every write runs in ``BEGIN IMMEDIATE`` and waits

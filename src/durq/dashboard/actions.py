@@ -1,0 +1,130 @@
+"""The dashboard's actions: POSTs only, behind the token and the CSRF check
+(:mod:`durq.dashboard.security`), refused in read-only mode. Each calls the
+:class:`durq.Durq` API the CLI calls and redirects back (303) to a path on this site.
+
+Verbs (form fields in brackets): ``retry`` [id], ``cancel`` [id], ``adopt`` [id],
+``cancel-parked`` [id], ``pause`` [queue, reason], ``resume`` [queue],
+``retry-matching`` [the failed set's filters], ``delete-matching`` [queue].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlencode
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from durq.dashboard import security
+from durq.errors import ConfigError, DurqError
+from durq.observability import views
+
+if TYPE_CHECKING:
+    from durq.dashboard.context import Dashboard
+
+#: Jobs one retry-matching action re-queues at most (press again for more).
+MATCHING_LIMIT = 1000
+
+
+def _refuse(message: str, status: int = 403) -> Response:
+    return Response(message + "\n", status_code=status, media_type="text/plain")
+
+
+def _one(form: dict[str, str], name: str) -> str:
+    value = form.get(name, "").strip()
+    if not value:
+        raise ConfigError(f"the form has no {name}")
+    return value
+
+
+def _job_id(form: dict[str, str]) -> int:
+    raw = _one(form, "id")
+    if not raw.isdigit() or not 0 < int(raw) < 2**63:
+        raise ConfigError(f"not a job id: {raw!r}")
+    return int(raw)
+
+
+def run(d: Dashboard, verb: str, form: dict[str, str]) -> str:
+    """Do ``verb``; returns what happened, for the flash message.
+
+    Raises:
+        ConfigError: an unknown verb or a missing field.
+        DurqError: the API refused (a job in the wrong state, ...).
+    """
+    dq = d.dq
+    if verb in ("retry", "cancel", "adopt"):
+        job = getattr(dq, verb)(_job_id(form))
+        return f"job {job.id}: {job.state}"
+    if verb == "cancel-parked":
+        job = dq.cancel(_job_id(form), parked_only=True)
+        return f"job {job.id}: {job.state}"
+    if verb == "pause":
+        queue = _one(form, "queue")
+        reason = form.get("reason", "").strip() or "paused from the dashboard"
+        done = dq.pause(queue, reason, source="dashboard")
+        return f"queue {queue} paused" if done else f"queue {queue} was paused already"
+    if verb == "resume":
+        queue = _one(form, "queue")
+        return f"queue {queue} resumed" if dq.resume(queue) else f"queue {queue} was not paused"
+    if verb == "retry-matching":
+        from durq.dashboard.pages import job_filter
+
+        f = job_filter({k: v for k, v in form.items() if v}, state="failed")
+        retried = 0
+        while retried < MATCHING_LIMIT:
+            found, cursor = views.job_page(dq.store, f)
+            for job in found:
+                try:
+                    dq.retry(job.id)
+                    retried += 1
+                except DurqError:
+                    continue
+            if cursor is None:
+                break
+            f = replace(f, before=cursor)
+        return f"{retried} failed job(s) re-queued"
+    if verb == "delete-matching":
+        queue = _one(form, "queue")
+        deleted = dq.purge(queue, states=["failed"])
+        return f"{deleted} failed job(s) of queue {queue} deleted"
+    raise ConfigError(f"unknown action {verb!r}")
+
+
+def endpoint(d: Dashboard) -> Callable[[Request], Awaitable[Response]]:
+    """The POST handler of ``/actions/{verb}``."""
+
+    async def handle(request: Request) -> Response:
+        if d.read_only:
+            return _refuse("refused: this dashboard is read-only")
+        if d.token is None:
+            return _refuse(
+                "refused: actions need a token (start with --token or DURQ_DASHBOARD_TOKEN)"
+            )
+        authorization = request.headers.get("authorization")
+        bearer = bool(authorization and authorization.startswith("Bearer "))
+        if not d.signed_in(request):
+            return _refuse("refused: sign in with the dashboard's token first", 401)
+        if not security.origin_ok(request.headers.get("origin"), request.headers.get("host")):
+            return _refuse("refused: cross-site request")
+        raw = parse_qs((await request.body()).decode("utf-8", "replace"))
+        form = {k: v[0] for k, v in raw.items() if v}
+        if not security.csrf_ok(
+            request.cookies.get(security.CSRF_COOKIE), form.get(security.CSRF_FIELD), bearer
+        ):
+            return _refuse("refused: the form's CSRF field does not match (reload the page)")
+        verb = str(request.path_params["verb"])
+        try:
+            message = await run_in_threadpool(run, d, verb, form)
+            ok = "1"
+        except DurqError as exc:
+            message, ok = str(exc), "0"
+        target = security.safe_next(form.get("next"))
+        sep = "&" if "?" in target else "?"
+        return RedirectResponse(
+            f"{target}{sep}{urlencode({'flash': message, 'ok': ok})}", status_code=303
+        )
+
+    return handle

@@ -1,0 +1,97 @@
+"""The operator's views, built from the store's reads: live workers, the overview's series,
+pages of jobs and why a job waits. ``durq workers``, ``durq jobs show``, ``durq status`` and
+the dashboard all read through here; none of them holds SQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from durq.job import Job
+from durq.model import JobFilter, JobRecord, WorkerDetail
+from durq.model.jobs import HOOK_TASK_PREFIX
+from durq.observability.why import Why, why_not_running
+from durq.store.base import Store
+
+#: The overview's window (seconds) and bucket (seconds): the last hour, per minute.
+SERIES_WINDOW = 3600.0
+SERIES_STEP = 60.0
+
+
+def is_hook(task: str) -> bool:
+    """True for durq's internal hook jobs (``durq.hook:<task>``: on_fail, on_expire,
+    on_slow), which lists mark as such."""
+    return task.startswith(HOOK_TASK_PREFIX)
+
+
+def worker_row(w: WorkerDetail, now: float) -> dict[str, Any]:
+    """One live worker as a JSON-ready dict (times in epoch seconds, ages in seconds)."""
+    r = w.report
+    return {
+        "id": w.id,
+        "host": w.host,
+        "pid": w.pid,
+        "pool": r.pool,
+        "queues": list(w.queues),
+        "concurrency": r.concurrency,
+        "version": r.version,
+        "started_at": w.started_at,
+        "uptime": max(0.0, now - w.started_at),
+        "last_beat": w.last_seen,
+        "last_beat_age": max(0.0, now - w.last_seen),
+        "busy": len(r.in_hand),
+        "state": "busy" if r.in_hand else "idle",
+        "in_hand": [
+            {
+                "id": h.id,
+                "task": h.task,
+                "started_at": h.started_at,
+                "running_for": max(0.0, now - h.started_at),
+            }
+            for h in r.in_hand
+        ],
+        "done": r.done,
+        "failed": r.failed,
+    }
+
+
+def workers(store: Store) -> list[dict[str, Any]]:
+    """Live workers (seen within their lease), by host and id: see :func:`worker_row`."""
+    now = store.now()
+    return [worker_row(w, now) for w in store.worker_details()]
+
+
+def series(store: Store, now: float | None = None) -> dict[str, Any]:
+    """Throughput and failures per minute over the last hour, per queue::
+
+    {"start": epoch s, "step": 60.0, "buckets": 60,
+     "queues": {queue: {"succeeded": [int] * 60, "failed": [int] * 60}}}
+    """
+    now = store.now() if now is None else now
+    buckets = int(SERIES_WINDOW // SERIES_STEP)
+    # whole minutes, the current one last: [start, start + step) ... [.., now's minute end)
+    start = (now // SERIES_STEP + 1) * SERIES_STEP - SERIES_WINDOW
+    raw = store.finished_series(start, SERIES_STEP)
+    queues: dict[str, dict[str, list[int]]] = {}
+    for (queue, state), by_bucket in raw.items():
+        row = queues.setdefault(queue, {"succeeded": [0] * buckets, "failed": [0] * buckets})
+        for bucket, n in by_bucket.items():
+            if 0 <= bucket < buckets:
+                row[state][bucket] += n
+    return {"start": start, "step": SERIES_STEP, "buckets": buckets, "queues": queues}
+
+
+def job_page(store: Store, f: JobFilter) -> tuple[list[Job], int | None]:
+    """A page of jobs and the cursor of the next one (None: this was the last page).
+
+    Raises:
+        ConfigError: a bad filter.
+    """
+    records = store.job_page(f)
+    cursor = records[-1].id if len(records) == f.limit else None
+    return [Job(store, r) for r in records], cursor
+
+
+def why(store: Store, record: JobRecord) -> Why:
+    """Why the stored job is not running now (:func:`durq.observability.why.why_not_running`)."""
+    return why_not_running(record, store.why_facts(record))

@@ -1,0 +1,121 @@
+"""Why is this job not running now? One sentence from stored facts, for ``durq jobs show``
+and the dashboard's job page.
+
+The causes, in the order they are checked: finished; running (leased by worker W, or by a
+worker no longer seen); parked; the queue paused; waiting for backoff until T; scheduled for
+T; no live worker has its task (stranded); its concurrency limit full (which key, held by
+which jobs); its rate limit spent (until when); otherwise ready and waiting its turn.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from durq.model import JobRecord, WhyFacts
+
+
+@dataclass(frozen=True, slots=True)
+class Why:
+    """The answer: ``cause`` is a stable word for programs (``finished``, ``running``,
+    ``lease_orphaned``, ``parked``, ``paused``, ``backoff``, ``scheduled``, ``stranded``,
+    ``concurrency_limit``, ``rate_limit``, ``ready``); ``sentence`` is for people."""
+
+    cause: str
+    sentence: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"cause": self.cause, "sentence": self.sentence}
+
+
+def clock(ts: float | None) -> str:
+    """Local time of ``ts`` (epoch seconds) as ``YYYY-MM-DD HH:MM:SS``; ``-`` for None."""
+    if ts is None:
+        return "-"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    except (OverflowError, OSError, ValueError):
+        return str(ts)
+
+
+def _in(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def _last_error(job: JobRecord) -> str:
+    try:
+        errors = json.loads(job.errors or "[]")
+    except ValueError:
+        return ""
+    if not errors:
+        return ""
+    last = errors[-1]
+    return f" (attempt {last.get('attempt')} failed: {last.get('type')}: {last.get('message')})"
+
+
+def why_not_running(job: JobRecord, facts: WhyFacts) -> Why:
+    """Why ``job`` (as stored) is not running now, from ``facts`` read by
+    :meth:`durq.store.base.Store.why_facts` in the same moment. Never raises."""
+    now = facts.now
+    if job.state in ("succeeded", "failed", "cancelled", "expired"):
+        return Why("finished", f"it is {job.state} (finished {clock(job.finished_at)}); "
+                   + ("retry it to run it again." if job.state != "succeeded" else "nothing to run."))  # fmt: skip
+    if job.state == "running":
+        worker = job.worker_id or "?"
+        if facts.holder_alive:
+            return Why(
+                "running",
+                f"it is running: leased by worker {worker} until {clock(job.lease_expires_at)}.",
+            )
+        return Why(
+            "lease_orphaned",
+            f"it is leased by worker {worker}, which is no longer seen; the reaper returns it "
+            f"to the queue once its lease ends at {clock(job.lease_expires_at)}.",
+        )
+    if job.state == "parked":
+        until = f" (it expires {clock(job.park_expires_at)})" if job.park_expires_at else ""
+        return Why("parked", f"it is parked: it waits to be adopted or cancelled{until}.")
+    paused = facts.paused
+    if paused is not None:
+        return Why(
+            "paused",
+            f"queue {job.queue!r} is paused since {clock(paused.get('at'))} by "
+            f"{paused.get('source')}: {paused.get('reason')}; resume the queue to run it.",
+        )
+    if job.run_at > now:
+        if job.attempts > 0:
+            return Why(
+                "backoff",
+                f"it is waiting for backoff until {clock(job.run_at)} (in {_in(job.run_at - now)})"
+                f"{_last_error(job)}.",
+            )
+        return Why("scheduled", f"it is scheduled for {clock(job.run_at)} (in {_in(job.run_at - now)}).")  # fmt: skip
+    if not facts.served:
+        return Why(
+            "stranded",
+            f"no live worker runs task {job.task!r} on queue {job.queue!r} (stranded): start a "
+            f"worker that registers it.",
+        )
+    cap = facts.limit_concurrency
+    if facts.limit_key is not None and cap is not None and facts.limit_busy >= cap:
+        holders = ", ".join(str(i) for i in facts.limit_running) or "holds outside the queue"
+        return Why(
+            "concurrency_limit",
+            f"concurrency limit {facts.limit_key!r} is full ({facts.limit_busy}/{cap} in use, "
+            f"held by jobs {holders}).",
+        )
+    rate, per = facts.limit_rate, facts.limit_per
+    if facts.limit_key is not None and rate is not None and per and facts.limit_starts >= rate:
+        nxt = (facts.limit_oldest_start or now) + per
+        return Why(
+            "rate_limit",
+            f"rate limit {facts.limit_key!r} is spent ({facts.limit_starts} starts in the last "
+            f"{per:g}s, at most {rate}); the next slot opens {clock(nxt)}.",
+        )
+    return Why("ready", "it is ready: the next free worker slot on its queue claims it.")

@@ -1,0 +1,69 @@
+"""What a worker counts about itself since it started, and the report it writes at each beat.
+
+The claimer (the one thread that records outcomes) bumps the counters after each commit:
+plain integer increments, so counting costs the hot path nothing measurable. Observers
+(``durq worker --metrics-port``) are called only when one is attached.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from importlib import metadata
+
+from durq.model import InHand, Outcome, WorkerReport
+from durq.worker.state import Attempt, InFlight
+
+#: Called after each committed outcome: (attempt, outcome, applied, run seconds).
+Observer = Callable[[Attempt, Outcome, bool, float], None]
+
+
+def durq_version() -> str:
+    """The installed durq's version ('' when it is not installed as a distribution)."""
+    try:
+        return metadata.version("durq")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+class WorkerStats:
+    """Counters since start: ``done`` (succeeded), ``failed`` (every failed attempt: a retry
+    or for good), ``retried`` (of those, the ones that will run again), ``stale`` (outcomes
+    whose lease token no longer held)."""
+
+    def __init__(self) -> None:
+        self.done = 0
+        self.failed = 0
+        self.retried = 0
+        self.stale = 0
+        self.observers: list[Observer] = []
+
+    def record(self, attempt: Attempt, outcome: Outcome, applied: bool) -> None:
+        if not applied:
+            self.stale += 1
+        elif outcome.kind == "succeeded":
+            self.done += 1
+        else:
+            self.failed += 1
+            if outcome.kind == "retry":
+                self.retried += 1
+        if self.observers:
+            ran = time.monotonic() - attempt.started
+            for observer in self.observers:
+                observer(attempt, outcome, applied, ran)
+
+    def report(self, inflight: InFlight, concurrency: int, now: float) -> WorkerReport:
+        """The report for the store: the jobs in hand (their start on the store's clock
+        ``now``, epoch seconds), concurrency, version and the counters."""
+        mono = time.monotonic()
+        with inflight.lock:
+            held = [
+                InHand(a.job.id, a.job.task, now - (mono - a.started))
+                for a in inflight.attempts.values()
+                if not a.settled
+            ]
+        held.sort(key=lambda h: h.started_at)
+        return WorkerReport("threads", concurrency, VERSION, tuple(held), self.done, self.failed)
+
+
+VERSION = durq_version()

@@ -1,0 +1,167 @@
+"""The operator's reads on every backend: worker reports, keyset pages of jobs, the overview's
+series, and "why is this job not running" for each cause (durq.observability.why)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+import durq
+from durq.errors import ConfigError
+from durq.model import AttemptError, InHand, JobFilter, Outcome, WorkerInfo, WorkerReport
+from durq.observability import views
+from tests.conftest import Clock
+
+LEASE = 30.0
+
+
+def register(app: durq.Durq, wid: str = "w1", queues: tuple[str, ...] = ("default",)) -> None:
+    now = app.store.now()
+    app.store.register_worker(
+        WorkerInfo(
+            wid, socket.gethostname(), 4242, queues, tuple(sorted(app.tasks)), now, now, LEASE
+        )
+    )
+
+
+def tasks(app: durq.Durq) -> None:
+    @app.task(max_attempts=3)
+    def work(n: int = 0) -> int:
+        return n
+
+    @app.task(concurrency=1, concurrency_key="bank")
+    def pay(n: int = 0) -> int:
+        return n
+
+    @app.task(rate_limit="2/m")
+    def ping(n: int = 0) -> int:
+        return n
+
+
+def why(app: durq.Durq, job_id: int) -> tuple[str, str]:
+    record = app.store.get(job_id)
+    assert record is not None
+    w = views.why(app.store, record)
+    return w.cause, w.sentence
+
+
+def test_worker_report_round_trips_and_ages_out(app: durq.Durq, clock: Clock) -> None:
+    tasks(app)
+    register(app)
+    report = WorkerReport("threads", 8, "9.9", (InHand(7, "work", clock.now - 3),), 5, 2)
+    app.store.report_worker("w1", report)
+    [row] = views.workers(app.store)
+    assert row["id"] == "w1" and row["pid"] == 4242 and row["pool"] == "threads"
+    assert row["concurrency"] == 8 and row["version"] == "9.9"
+    assert row["done"] == 5 and row["failed"] == 2 and row["state"] == "busy"
+    assert row["in_hand"][0]["id"] == 7 and row["in_hand"][0]["task"] == "work"
+    assert row["in_hand"][0]["running_for"] == pytest.approx(3, abs=0.5)
+    clock.advance(LEASE + 1)  # missed its beats: gone
+    assert views.workers(app.store) == []
+
+
+def test_job_page_filters_and_keyset(app: durq.Durq) -> None:
+    tasks(app)
+    ids = [app.enqueue("work", {"n": i}, meta={"tag": f"t{i % 3}"}).id for i in range(25)]
+    other = app.enqueue("work", {"n": 99}, queue="other", key="k-99").id
+    page, cursor = views.job_page(app.store, JobFilter(queue="default", limit=10))
+    assert [j.id for j in page] == ids[::-1][:10] and cursor == ids[-10]
+    page2, cursor2 = views.job_page(app.store, JobFilter(queue="default", limit=10, before=cursor))
+    assert [j.id for j in page2] == ids[::-1][10:20]
+    page3, cursor3 = views.job_page(app.store, JobFilter(queue="default", limit=10, before=cursor2))
+    assert len(page3) == 5 and cursor3 is None
+    assert [j.id for j in views.job_page(app.store, JobFilter(key="k-99"))[0]] == [other]
+    tagged = views.job_page(app.store, JobFilter(text='"t1"'))[0]
+    assert {j.id for j in tagged} == {ids[i] for i in range(25) if i % 3 == 1}
+    assert views.job_page(app.store, JobFilter(state="failed"))[0] == []
+    claimed = app.store.claim("default", ["work"], 1, LEASE, "w1")
+    err = AttemptError(1, app.store.now(), "ValueError", "bad <b>", "Traceback...", "permanent")
+    app.store.finish([Outcome(claimed[0].id, claimed[0].lease_token, "failed", error=err)])
+    [failed] = views.job_page(app.store, JobFilter(state="failed", text="bad <b>"))[0]
+    assert failed.id == claimed[0].id
+    with pytest.raises(ConfigError):
+        app.store.job_page(JobFilter(state="nope"))
+    with pytest.raises(ConfigError):
+        app.store.job_page(JobFilter(limit=0))
+    assert app.store.enqueued_total() == 26
+
+
+def test_series_counts_finished_per_minute(app: durq.Durq, clock: Clock) -> None:
+    tasks(app)
+    for i in range(3):
+        app.enqueue("work", {"n": i})
+    claimed = app.store.claim("default", ["work"], 3, LEASE, "w1")
+    err = AttemptError(1, clock.now, "E", "m")
+    app.store.finish(
+        [Outcome(c.id, c.lease_token, "succeeded") for c in claimed[:2]]
+        + [Outcome(claimed[2].id, claimed[2].lease_token, "failed", error=err)]
+    )
+    s = views.series(app.store)
+    assert sum(s["queues"]["default"]["succeeded"]) == 2
+    assert sum(s["queues"]["default"]["failed"]) == 1
+    assert s["queues"]["default"]["succeeded"][-1] == 2  # the newest minute is last
+
+
+def test_why_for_each_cause(app: durq.Durq, clock: Clock) -> None:
+    tasks(app)
+    stranded = app.enqueue("work", {"n": 1}).id
+    assert why(app, stranded)[0] == "stranded"
+    register(app)
+    assert why(app, stranded)[0] == "ready"
+
+    scheduled = app.enqueue("work", {"n": 2}, delay=600).id
+    cause, sentence = why(app, scheduled)
+    assert cause == "scheduled" and "scheduled for" in sentence
+
+    # a retry waiting for its backoff
+    app.store.claim("default", ["work"], 10, LEASE, "w1")  # takes `stranded` (the ready one)
+    record = app.store.get(stranded)
+    assert record is not None and record.lease_token is not None
+    err = AttemptError(1, clock.now, "TimeoutError", "upstream slow")
+    app.store.finish([Outcome(stranded, record.lease_token, "retry", error=err, delay=120)])
+    cause, sentence = why(app, stranded)
+    assert cause == "backoff" and "upstream slow" in sentence
+
+    # concurrency limit full: one pay job runs, the next waits, naming the holder
+    first = app.enqueue("pay", {"n": 1}).id
+    second = app.enqueue("pay", {"n": 2}).id
+    [held] = app.store.claim("default", ["pay"], 10, LEASE, "w1")
+    assert held.id == first
+    cause, sentence = why(app, second)
+    assert cause == "concurrency_limit" and "'bank'" in sentence and str(first) in sentence
+    assert why(app, first)[0] == "running" and "w1" in why(app, first)[1]
+
+    # rate limit spent
+    pings = [app.enqueue("ping", {"n": i}).id for i in range(3)]
+    started = app.store.claim("default", ["ping"], 10, LEASE, "w1")
+    assert len(started) == 2
+    waiting = next(i for i in pings if i not in {c.id for c in started})
+    cause, sentence = why(app, waiting)
+    assert cause == "rate_limit" and "next slot" in sentence
+
+    # paused queue wins over everything else for a queued job
+    app.pause("default", "maintenance <now>")
+    cause, sentence = why(app, waiting)
+    assert cause == "paused" and "maintenance <now>" in sentence
+    app.resume("default")
+
+    # parked, finished, and a lease held by a worker that is gone
+    parked = app.enqueue("work", {"n": 3}, park=True).id
+    assert why(app, parked)[0] == "parked"
+    app.store.unregister_worker("w1")
+    cause, sentence = why(app, first)
+    assert cause == "lease_orphaned" and "no longer seen" in sentence
+    app.cancel(second)
+    assert why(app, second)[0] == "finished"
+
+
+def test_recent_batches_newest_first(app: durq.Durq) -> None:
+    tasks(app)
+    made = []
+    for _ in range(3):
+        with app.batch() as b:
+            app.enqueue("work", {"n": 1})
+        made.append(b.id)
+    assert app.store.recent_batches(None, 2) == made[::-1][:2]
+    assert app.store.recent_batches(made[1], 10) == [made[0]]
