@@ -1,0 +1,171 @@
+"""The dashboard over HTTP (Starlette's test client on a real database): every page renders
+with hostile text escaped (case 28), actions need the token, a POST, the CSRF field and the
+same origin; read-only mode shows and accepts none; /metrics, /healthz, /api/status."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("jinja2")
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+import durq  # noqa: E402
+from durq.dashboard.app import create_app  # noqa: E402
+from tests.support.dashboard_data import JS_URL, XSS, populate  # noqa: E402
+from tests.support.serve import Client, serving  # noqa: E402
+
+TOKEN = "s3cret-token"
+PAGES = ["/", "/jobs", "/failed", "/parked", "/batches", "/schedules", "/limits", "/workers"]
+
+
+@pytest.fixture
+def dq(url: str) -> Iterator[durq.Durq]:
+    app = durq.Durq(url)
+    yield app
+    app.close()
+
+
+@pytest.fixture
+def client() -> Iterator[Callable[..., Client]]:
+    """client(dq, token=..., read_only=...): a Client of a dashboard served on loopback."""
+    with ExitStack() as stack:
+
+        def make(dq: durq.Durq, **kwargs: object) -> Client:
+            base = stack.enter_context(serving(create_app(dq, **kwargs)))  # type: ignore[arg-type]
+            return Client(base)
+
+        yield make
+
+
+def sign_in(c: Client) -> str:
+    page = c.get("/")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf, "the page has a CSRF field"
+    r = c.post(
+        "/login", data={"csrf": csrf.group(1), "token": TOKEN, "next": "/"}, allow_redirects=False
+    )
+    assert r.status_code == 303, r.text
+    return csrf.group(1)
+
+
+def test_every_page_escapes_hostile_text(dq: durq.Durq, client: Callable[..., Client]) -> None:
+    ids = populate(dq)
+    c = client(dq, token=TOKEN)
+    sign_in(c)
+    urls = [*PAGES, *(f"/jobs/{i}" for i in ids.values()), f"/jobs?q={XSS}", f"/jobs?queue={XSS}"]
+    for path in urls:
+        r = c.get(path)
+        assert r.status_code == 200, (path, r.text[:300])
+        assert "<img src=x" not in r.text and "<svg onload" not in r.text, path
+        assert "script-src 'self'" in r.headers["content-security-policy"]
+        assert r.headers["x-content-type-options"] == "nosniff"
+        assert 'href="javascript:' not in r.text.lower(), path
+    detail = c.get(f"/jobs/{ids['failed']}").text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in detail  # shown as text
+    assert "Traceback (most recent call last)" in detail  # the full traceback
+    assert JS_URL in c.get(f"/jobs/{ids['succeeded']}").text  # a javascript: value is text
+    # large payloads are cut on list pages, whole on the job page
+    listing = c.get("/jobs").text
+    assert "x" * 200 not in listing and "x" * 4000 in c.get(f"/jobs/{ids['big']}").text
+    # hostile path segments and query strings
+    assert c.get(f"/jobs/{XSS}").status_code == 404
+    bad = c.get("/jobs?state=<script>")
+    assert bad.status_code == 400 and "<script>" not in bad.text
+
+
+def test_actions_need_token_post_csrf_and_same_origin(
+    dq: durq.Durq, client: Callable[..., Client]
+) -> None:
+    ids = populate(dq)
+    failed = ids["failed"]
+    c = client(dq, token=TOKEN)
+    # not signed in: no buttons, and the POST is refused
+    assert 'data-verb="retry"' not in c.get("/failed").text
+    r = c.post("/actions/retry", data={"id": str(failed)}, allow_redirects=False)
+    assert r.status_code == 401 and dq.get(failed).state == "failed"
+    assert r.headers["content-type"].startswith("text/plain")
+    # GET never changes state
+    assert c.get(f"/actions/retry?id={failed}").status_code == 405
+    csrf = sign_in(c)
+    assert 'data-verb="retry"' in c.get("/failed").text
+    # signed in but without the CSRF field, or from another origin: refused
+    assert c.post("/actions/retry", data={"id": str(failed)}).status_code == 403
+    r = c.post(
+        "/actions/retry", data={"id": str(failed), "csrf": csrf},
+        headers={"origin": "http://evil.example"},
+    )  # fmt: skip
+    assert r.status_code == 403 and dq.get(failed).state == "failed"
+    # wrong token at sign-in
+    other = client(dq, token=TOKEN)
+    page = other.get("/")
+    field = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert field
+    assert other.post("/login", data={"csrf": field.group(1), "token": "nope"}).status_code == 403
+    # the real thing: retry, pause, resume, adopt, cancel-parked
+    r = c.post(
+        "/actions/retry", data={"id": str(failed), "csrf": csrf, "next": "/failed"},
+        allow_redirects=False,
+    )  # fmt: skip
+    assert r.status_code == 303 and r.headers["location"].startswith("/failed?")
+    assert dq.get(failed).state == "queued"
+    c.post("/actions/pause", data={"queue": "mail", "csrf": csrf, "reason": "<b>upgrade</b>"})
+    assert dq.paused("mail") is not None
+    assert "&lt;b&gt;upgrade&lt;/b&gt;" in c.get("/").text
+    c.post("/actions/resume", data={"queue": "mail", "csrf": csrf})
+    assert dq.paused("mail") is None
+    c.post("/actions/adopt", data={"id": str(ids["parked"]), "csrf": csrf})
+    assert dq.get(ids["parked"]).state == "queued"
+    # an open redirect is not possible
+    r = c.post(
+        "/actions/resume", data={"queue": "mail", "csrf": csrf, "next": "//evil.example/"},
+        allow_redirects=False,
+    )  # fmt: skip
+    assert r.headers["location"].startswith("/?")
+    # a script may use the Bearer header instead of cookie + CSRF
+    bare = client(dq, token=TOKEN)
+    r = bare.post(
+        "/actions/cancel", data={"id": str(ids["queued"])},
+        headers={"authorization": f"Bearer {TOKEN}"}, allow_redirects=False,
+    )  # fmt: skip
+    assert r.status_code == 303 and dq.get(ids["queued"]).state == "cancelled"
+
+
+def test_read_only_and_tokenless_dashboards_refuse_actions(
+    dq: durq.Durq, client: Callable[..., Client]
+) -> None:
+    ids = populate(dq)
+    ro = client(dq, token=TOKEN, read_only=True)
+    for path in ["/", "/failed", "/parked", f"/jobs/{ids['failed']}"]:
+        text = ro.get(path).text
+        assert "data-verb=" not in text and "read-only" in text
+    r = ro.post(
+        "/actions/retry", data={"id": str(ids["failed"])},
+        headers={"authorization": f"Bearer {TOKEN}"},
+    )  # fmt: skip
+    assert r.status_code == 403 and dq.get(ids["failed"]).state == "failed"
+    none = client(dq)
+    r = none.post("/actions/retry", data={"id": str(ids["failed"])})
+    assert r.status_code == 403 and "token" in r.text
+
+
+def test_metrics_health_and_status(dq: durq.Durq, client: Callable[..., Client]) -> None:
+    populate(dq)
+    c = client(dq)
+    r = c.get("/metrics")
+    assert r.headers["content-type"].startswith("text/plain")
+    families = {f.name: f for f in text_string_to_metric_families(r.text)}
+    jobs = {(s.labels["queue"], s.labels["state"]): s.value for s in families["durq_jobs"].samples}
+    assert jobs[("mail", "failed")] == 1 and jobs[("mail", "parked")] == 1
+    assert jobs[("mail", "scheduled")] == 1 and jobs[("mail", "running")] == 1
+    assert families["durq_workers_alive"].samples[0].value == 1
+    enq = [s for s in families["durq_jobs_enqueued"].samples if s.name.endswith("_total")]
+    assert enq[0].value == 9
+    assert c.get("/healthz").json()["ok"] is True
+    snap = c.get("/api/status").json()
+    assert snap["queues"]["mail"]["counts"]["failed"] == 1
+    assert snap["workers"][0]["done"] == 3
