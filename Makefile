@@ -12,14 +12,15 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# durq itself, its PostgreSQL driver, the test and lint tools, and what examples/ needs.
+# durq itself, its PostgreSQL driver, the dashboard, OpenTelemetry and Playwright (the
+# browser tests), the test and lint tools, and what examples/ needs.
 $(DEV): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[dev,postgres,examples]'
+	$(PY) -m pip install --quiet -e '.[dev,postgres,examples,dashboard,otel,browser]'
 	@rm -f $(VENV)/.dev-* && touch $@
 
 # The peers the benchmarks compare with (SqliteHuey, persist-queue, procrastinate, pgqueuer).
 $(BENCH): pyproject.toml $(DEV)
-	$(PY) -m pip install --quiet -e '.[dev,postgres,examples,bench]'
+	$(PY) -m pip install --quiet -e '.[dev,postgres,examples,dashboard,otel,browser,bench]'
 	@rm -f $(VENV)/.bench-* && touch $@
 
 demo: $(DEV)

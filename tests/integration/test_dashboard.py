@@ -12,12 +12,12 @@ import pytest
 
 pytest.importorskip("starlette")
 pytest.importorskip("jinja2")
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families
 
-import durq  # noqa: E402
-from durq.dashboard.app import create_app  # noqa: E402
-from tests.support.dashboard_data import JS_URL, XSS, populate  # noqa: E402
-from tests.support.serve import Client, serving  # noqa: E402
+import durq
+from durq.dashboard.app import create_app
+from tests.support.dashboard_data import JS_URL, XSS, populate
+from tests.support.serve import Client, serving
 
 TOKEN = "s3cret-token"
 PAGES = ["/", "/jobs", "/failed", "/parked", "/batches", "/schedules", "/limits", "/workers"]

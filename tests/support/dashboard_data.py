@@ -8,7 +8,8 @@ import socket
 import durq
 from durq.model import AttemptError, Outcome, WorkerInfo, WorkerReport
 
-XSS = '<img src=x onerror=alert(1)>"><svg onload=alert(2)>'
+IMG = "<img src=x onerror=alert(1)>"
+XSS = IMG + '"><svg onload=alert(2)>'
 JS_URL = "javascript:alert(3)"
 LEASE = 30.0
 

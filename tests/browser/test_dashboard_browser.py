@@ -1,0 +1,267 @@
+"""The dashboard in a real browser: Playwright for Python driving Debian's Chromium.
+
+Outside CI these skip with one line when /usr/bin/chromium is absent; under CI=true they
+must run (``.ci/run`` installs the package). A screenshot of each page goes to
+``.artefacts/browser/<test>/`` (gitignored).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import durq
+from durq.model import AttemptError, Outcome, WorkerInfo
+from tests.conftest import IN_CI
+from tests.support.dashboard_data import IMG, XSS, populate
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]  # fmt: skip
+TOKEN = "browser-token"
+ROOT = Path(__file__).resolve().parents[2]
+
+if not os.path.exists(CHROMIUM) and not IN_CI:
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+pytest.importorskip("playwright", reason="pip install 'durq[browser]'")
+pytest.importorskip("starlette", reason="pip install 'durq[dashboard]'")
+
+from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402
+
+from durq.dashboard.app import create_app  # noqa: E402
+from tests.support.serve import serving  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"CI=true: the browser tests must run, and {CHROMIUM} is missing")
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def shots(request: pytest.FixtureRequest) -> Callable[[Page, str], None]:
+    folder = ROOT / ".artefacts" / "browser" / re.sub(r"[^\w.-]", "_", request.node.name)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def shot(page: Page, name: str) -> None:
+        page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+
+    return shot
+
+
+class Session:
+    """A browser page on a served dashboard, counting dialogs (script that ran)."""
+
+    def __init__(self, page: Page, base: str) -> None:
+        self.page, self.base = page, base
+        self.dialogs: list[str] = []
+        page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+
+    def go(self, path: str) -> Page:
+        self.page.goto(self.base + path)
+        return self.page
+
+    def sign_in(self) -> None:
+        self.go("/")
+        self.page.fill("#login input[name=token]", TOKEN)
+        self.page.click("#login button")
+        self.page.wait_for_selector("text=sign out")
+
+
+@pytest.fixture
+def open_dashboard(browser: Browser) -> Iterator[Callable[..., Session]]:
+    with ExitStack() as stack:
+
+        def make(dq: durq.Durq, **kwargs: Any) -> Session:
+            base = stack.enter_context(serving(create_app(dq, **kwargs)))
+            context = browser.new_context(viewport={"width": 1400, "height": 900})
+            stack.callback(context.close)
+            return Session(context.new_page(), base)
+
+        yield make
+
+
+@pytest.fixture
+def dq(db_url: str) -> Iterator[durq.Durq]:
+    app = durq.Durq(db_url)
+    yield app
+    app.close()
+
+
+def test_pages_actions_and_escaping(
+    dq: durq.Durq, open_dashboard: Callable[..., Session], shots: Callable[[Page, str], None]
+) -> None:
+    ids = populate(dq)
+    s = open_dashboard(dq, token=TOKEN)
+    page = s.go("/")
+    row = page.locator("tr[data-queue=mail]")
+    for state in ("queued", "scheduled", "running", "succeeded", "failed", "cancelled", "parked"):
+        assert row.locator(f"td.s-{state}").inner_text().strip() != "", state
+    assert row.locator("td.s-failed").inner_text().strip() == "1"
+    assert page.locator("svg.chart").count() >= 1
+    # not signed in: no action buttons; a POST without the token is refused
+    assert page.locator("button[data-verb]").count() == 0
+    refused = page.request.post(f"{s.base}/actions/retry", form={"id": str(ids["failed"])})
+    assert refused.status == 401 and dq.get(ids["failed"]).state == "failed"
+    shots(page, "overview")
+
+    s.sign_in()
+    page = s.go("/failed")
+    page.fill("#filters input[name=queue]", "mail")
+    page.click("#filters button")
+    page.wait_for_url(re.compile(r"queue=mail"))
+    assert page.locator("table.jobs tbody tr[data-id]").count() == 1
+    shots(page, "failed")
+
+    # the job page: its traceback and why it is not running; the payload is text
+    page = s.go(f"/jobs/{ids['failed']}")
+    assert "Traceback (most recent call last)" in page.locator("pre.traceback").inner_text()
+    assert page.locator("#why").get_attribute("data-cause") == "finished"
+    assert IMG in page.locator("pre.payload").inner_text()
+    shots(page, "job-failed")
+
+    # retry it, with a worker running, and see it succeed
+    worker = dq.worker(queues=["mail"], concurrency=2, prune_interval=None)
+    worker.start()
+    try:
+        page.click("button[data-verb=retry]")
+        page.wait_for_selector("p.flash.ok")
+        deadline = time.monotonic() + 15
+        while dq.get(ids["failed"]).state != "succeeded" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        page = s.go(f"/jobs/{ids['failed']}")
+        assert page.locator("h1 .s-succeeded").count() == 1
+        shots(page, "job-retried")
+
+        # live workers
+        page = s.go("/workers")
+        assert page.locator(f"tr[data-worker='{worker.id}']").count() == 1
+        shots(page, "workers")
+    finally:
+        worker.stop(5)
+
+    # pause and resume a queue
+    page = s.go("/")
+    page.locator("tr[data-queue=mail] button[data-verb=pause]").click()
+    page.wait_for_selector("tr[data-queue=mail] .paused")
+    assert dq.paused("mail") is not None
+    shots(page, "paused")
+    page.locator("tr[data-queue=mail] button[data-verb=resume]").click()
+    page.wait_for_selector("tr[data-queue=mail] button[data-verb=pause]")
+    assert dq.paused("mail") is None
+
+    # adopt a parked job
+    page = s.go("/parked")
+    page.locator(f"tr[data-id='{ids['parked']}'] button[data-verb=adopt]").click()
+    page.wait_for_selector("p.flash.ok")
+    assert dq.get(ids["parked"]).state in ("queued", "succeeded")
+    shots(page, "parked")
+
+    # every page, and hostile URLs: nothing ran
+    for path in ["/jobs", "/batches", "/schedules", "/limits", f"/jobs/{ids['hostile']}",
+                 f"/jobs?q={XSS}", f"/jobs?queue={XSS}"]:  # fmt: skip
+        page = s.go(path)
+        assert page.locator("img[src=x]").count() == 0 and page.locator("svg[onload]").count() == 0
+    shots(page, "hostile-query")
+    page = s.go(f"/jobs/{ids['hostile']}")
+    assert IMG in page.locator("pre.payload").inner_text()
+    assert s.dialogs == []
+
+
+def test_read_only_shows_no_buttons(
+    dq: durq.Durq, open_dashboard: Callable[..., Session], shots: Callable[[Page, str], None]
+) -> None:
+    ids = populate(dq)
+    s = open_dashboard(dq, token=TOKEN, read_only=True)
+    for path in ["/", "/failed", "/parked", f"/jobs/{ids['failed']}"]:
+        page = s.go(path)
+        assert page.locator("button[data-verb]").count() == 0, path
+        assert page.locator("text=read-only").count() == 1
+    shots(page, "read-only-job")
+    r = page.request.post(
+        f"{s.base}/actions/retry", form={"id": str(ids["failed"])},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )  # fmt: skip
+    assert r.status == 403 and dq.get(ids["failed"]).state == "failed"
+
+
+def test_why_not_running_for_each_cause(
+    dq: durq.Durq, open_dashboard: Callable[..., Session], shots: Callable[[Page, str], None]
+) -> None:
+    @dq.task(queue="q")
+    def work(n: int = 0) -> int:
+        return n
+
+    @dq.task(queue="q", concurrency=1, concurrency_key="bank")
+    def pay(n: int = 0) -> int:
+        return n
+
+    @dq.task(queue="q", rate_limit="1/m")
+    def ping(n: int = 0) -> int:
+        return n
+
+    @dq.task(queue="p")
+    def later(n: int = 0) -> int:
+        return n
+
+    @dq.task(queue="q")
+    def flaky(n: int = 0) -> int:
+        return n
+
+    store = dq.store
+    cases: dict[str, int] = {}
+    cases["stranded"] = dq.enqueue("work", {"n": 0}).id
+    now = store.now()
+    info = WorkerInfo(
+        "w-1",
+        socket.gethostname(),
+        1,
+        ("q", "p"),
+        ("flaky", "later", "pay", "ping"),
+        now,
+        now,
+        30.0,
+    )
+    store.register_worker(info)
+    cases["scheduled"] = dq.enqueue("pay", {"n": 0}, delay=900).id
+    first = dq.enqueue("pay", {"n": 1}).id
+    cases["concurrency_limit"] = dq.enqueue("pay", {"n": 2}).id
+    [held] = store.claim("q", ["pay"], 1, 30.0, "w-1")
+    assert held.id == first
+    cases["running"] = first
+    dq.enqueue("ping", {"n": 1})
+    cases["rate_limit"] = dq.enqueue("ping", {"n": 2}).id
+    store.claim("q", ["ping"], 5, 30.0, "w-1")
+    cases["backoff"] = dq.enqueue("flaky", {"n": 1}).id
+    [c] = store.claim("q", ["flaky"], 1, 30.0, "w-1")
+    err = AttemptError(1, now, "ConnectionError", "refused", "Traceback...\n", "transient")
+    store.finish([Outcome(c.id, c.lease_token, "retry", error=err, delay=300)])
+    cases["paused"] = dq.enqueue("later", {"n": 2}).id
+    dq.pause("p", "deploy")
+    cases["parked"] = dq.enqueue("work", {"n": 5}, park=True).id
+    s = open_dashboard(dq)
+    for cause, job_id in cases.items():
+        page = s.go(f"/jobs/{job_id}")
+        why = page.locator("#why")
+        assert why.get_attribute("data-cause") == cause, (cause, why.inner_text())
+        shots(page, f"why-{cause}")
+    assert "bank" in s.go(f"/jobs/{cases['concurrency_limit']}").locator("#why").inner_text()
+    assert str(first) in s.page.locator("#why").inner_text()
+    store.unregister_worker("w-1")
+    assert s.go(f"/jobs/{first}").locator("#why").get_attribute("data-cause") == "lease_orphaned"
