@@ -172,7 +172,7 @@ def test_four_workers_on_two_hosts_drain_20000_jobs(
     if not kills:
         assert set(map(len, starts.values())) == {1}
         hosts = Counter(
-            e["worker_id"] for p in procs for e in p.events() if e["event"] == "job_started"
+            e["worker_id"] for p in procs for e in p.events() if e["event"] == "job_succeeded"
         )
         assert set(hosts) == {"hostA-1", "hostA-2", "hostB-1", "hostB-2"}
     else:

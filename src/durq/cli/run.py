@@ -12,7 +12,7 @@ from durq.app import Durq
 from durq.cli import render
 from durq.cli.common import EXIT_USAGE, cli, db_option, fail, json_option, load_app
 from durq.errors import DurqError
-from durq.observability.events import configure_json_logging
+from durq.observability import logs
 
 
 @cli.command()
@@ -49,6 +49,20 @@ from durq.observability.events import configure_json_logging
     type=click.Choice(["debug", "info", "warning", "error"]),
 )
 @click.option(
+    "--log-format",
+    default=None,
+    type=click.Choice(["text", "json"]),
+    help="text: local time, level, event, job id, task, message (default on a terminal); "
+    "json: one object per line with ISO-8601 times (default otherwise).",
+)
+@click.option(
+    "--metrics-port",
+    default=None,
+    type=click.IntRange(0, 65535),
+    help="Serve this worker's own Prometheus counters on 127.0.0.1:PORT/metrics.",
+)
+@click.option("--otel", is_flag=True, help="OpenTelemetry spans for each attempt (durq[otel]).")
+@click.option(
     "--retain",
     "retain",
     multiple=True,
@@ -75,17 +89,27 @@ def worker(
     free_requeues: int,
     worker_id: str | None,
     log_level: str,
+    log_format: str | None,
+    metrics_port: int | None,
+    otel: bool,
     retain: tuple[str, ...],
     prune_interval: float,
     no_prune: bool,
 ) -> None:
     """Run a worker for the tasks of MODULE:ATTR (a durq.Durq; MODULE alone means MODULE:dq).
     SIGTERM/SIGINT: graceful shutdown within --grace; a second signal exits at once.
-    Events: JSON lines on stderr."""
+    Events go to stderr (--log-format)."""
     import logging
 
-    configure_json_logging(level=getattr(logging, log_level.upper()))
+    logs.configure(log_format, level=getattr(logging, log_level.upper()))
     app = load_app(app_spec, db)
+    if otel:
+        from durq.observability import tracing
+
+        try:
+            tracing.enable()
+        except DurqError as exc:
+            fail(str(exc), EXIT_USAGE)
     try:
         w = app.worker(
             queues=[q for q in queues.split(",") if q] if queues else None,
@@ -98,6 +122,10 @@ def worker(
             retention=_retention_option(retain),
             prune_interval=None if no_prune else prune_interval,
         )
+        if metrics_port is not None:
+            from durq.worker.metrics import serve_metrics
+
+            serve_metrics(w, metrics_port)
         code = w.run()
     except DurqError as exc:
         fail(str(exc))

@@ -342,9 +342,10 @@ class Worker:
             )
         attempt = Attempt(job, ctx, deadline=deadline)
         self.inflight.add(attempt)
-        if events.enabled():
+        if events.enabled(logging.DEBUG):  # one line per attempt at INFO: its outcome
             events.emit(
                 events.JOB_STARTED,
+                logging.DEBUG,
                 id=job.id,
                 queue=job.queue,
                 task=job.task,
@@ -395,6 +396,7 @@ class Worker:
             "queue": job.queue,
             "task": job.task,
             "attempt": job.attempt,
+            "worker_id": self.id,
         }
         if not applied:
             events.emit(
