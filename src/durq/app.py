@@ -51,7 +51,7 @@ from durq.hooks import with_hooks
 from durq.job import Job
 from durq.limits import TaskLimits, with_limit
 from durq.model import Inserted, JobRecord, NewJob
-from durq.observability import events
+from durq.observability import events, tracing
 from durq.payload import DEFAULT_PAYLOAD_LIMIT, check_structure, encode, encode_payload
 from durq.retry import Backoff, as_backoff
 from durq.store import Store, open_store
@@ -362,6 +362,22 @@ class Durq(
         task: Task[Any, Any] | None,
     ) -> Job:
         """:meth:`enqueue` with an :class:`EnqueueOptions` (used by tasks)."""
+        if tracing.enabled():  # a span for the enqueue; its context travels in the meta
+            queue = opts.queue or (task.queue if task else DEFAULT_QUEUE)
+            with tracing.send_span(queue, task_name) as (span, carrier):
+                opts = replace(opts, meta=tracing.with_context(opts.meta, carrier))
+                job = self._enqueue_one(task_name, payload, opts, task)
+                span.set_attribute("messaging.message.id", str(job.id))
+                return job
+        return self._enqueue_one(task_name, payload, opts, task)
+
+    def _enqueue_one(
+        self,
+        task_name: str,
+        payload: Mapping[str, Any],
+        opts: EnqueueOptions,
+        task: Task[Any, Any] | None,
+    ) -> Job:
         new = self._with_payload(self._template(task_name, opts, task), payload, opts.key)
         (inserted,) = self.store.enqueue([new], connection=opts.connection)
         return self._job_after_insert(new, inserted, events.enabled())
@@ -380,6 +396,22 @@ class Durq(
             raise ConfigError(f"{len(keys)} keys for {len(items)} items")
         if opts.key is not None:
             raise ConfigError("options(key=...) names one job; pass keys=[...] to enqueue_many")
+        if tracing.enabled():
+            queue = opts.queue or (task.queue if task else DEFAULT_QUEUE)
+            with tracing.send_span(queue, task_name) as (span, carrier):
+                opts = replace(opts, meta=tracing.with_context(opts.meta, carrier))
+                span.set_attribute("messaging.batch.message_count", len(items))
+                return self._enqueue_many(task_name, items, opts, keys, task)
+        return self._enqueue_many(task_name, items, opts, keys, task)
+
+    def _enqueue_many(
+        self,
+        task_name: str,
+        items: Sequence[Mapping[str, Any]],
+        opts: EnqueueOptions,
+        keys: Sequence[str | None] | None,
+        task: Task[Any, Any] | None,
+    ) -> list[Job]:
         template = self._template(task_name, opts, task)
         if keys is None:
             news = [self._with_payload(template, item, None) for item in items]

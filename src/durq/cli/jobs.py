@@ -20,6 +20,7 @@ from durq.cli.common import (
 )
 from durq.errors import DurqError
 from durq.model import JobState
+from durq.observability import views
 
 
 @cli.group()
@@ -57,17 +58,24 @@ def jobs_list(
 @db_option
 @json_option
 def jobs_show(job_id: int, db: str, as_json: bool) -> None:
-    """One job: payload, result, progress and its whole error history."""
+    """One job: payload, result, progress, its whole error history with tracebacks, and
+    why it is not running now."""
     try:
         app = open_existing(db)
         job = app.get(job_id)
         steps = app.steps(job_id)
+        record = app.store.get(job_id)
+        why = views.why(app.store, record) if record is not None else None
     except DurqError as exc:
         fail(str(exc))
     if as_json:
-        render.print_json({**job.to_dict(), "steps": [s.to_dict() for s in steps]})
+        shown = {**job.to_dict(), "steps": [s.to_dict() for s in steps]}
+        shown["why"] = why.to_dict() if why else None
+        render.print_json(shown)
     else:
         render.job_detail(job)
+        if why is not None:
+            render.console.print(f"  {'why':>9}: {why.sentence}", highlight=False, markup=False)
         _print_steps(steps)
 
 

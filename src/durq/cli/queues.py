@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import click
@@ -14,17 +15,39 @@ from durq.errors import DurqError
 @cli.command()
 @db_option
 @json_option
-def status(db: str, as_json: bool) -> None:
-    """Counts per queue and state, oldest queued age, backoff, stranded jobs, workers, reaper."""
-    try:
-        snap = open_existing(db).status()
-    except DurqError as exc:
-        fail(str(exc))
-    if as_json:
-        render.print_json(snap)
-    else:
-        render.status_table(snap)
-        _print_running(snap.get("running") or [])
+@click.option("--wide", is_flag=True, help="Every state and column (needs ~150 columns).")
+@click.option(
+    "--watch",
+    "watch",
+    default=None,
+    is_flag=False,
+    flag_value=2.0,
+    type=click.FloatRange(min=0.2),
+    metavar="SECONDS",
+    help="Redraw every SECONDS (default 2) until Ctrl-C.",
+)
+def status(db: str, as_json: bool, wide: bool, watch: float | None) -> None:
+    """One row per queue: ready, scheduled, running, failed, parked, oldest queued age,
+    paused (fits 80 columns); --wide for every state, backoff and stranded counts."""
+    app = open_existing(db)
+    while True:
+        try:
+            snap = app.status()
+        except DurqError as exc:
+            fail(str(exc))
+        if watch is not None and not as_json:
+            click.clear()
+        if as_json:
+            render.print_json(snap)
+        else:
+            render.status_table(snap, wide=wide)
+            _print_running(snap.get("running") or [])
+        if watch is None:
+            return
+        try:
+            time.sleep(watch)
+        except KeyboardInterrupt:
+            return
 
 
 def _print_running(running: list[dict[str, Any]]) -> None:
@@ -34,11 +57,7 @@ def _print_running(running: list[dict[str, Any]]) -> None:
     for r in running:
         p = r.get("progress") or {}
         shown = f"{100 * float(p.get('fraction', 0)):.0f}% {p.get('message', '')}" if p else "-"
-        render.console.print(
-            f"  {r['id']} {r['queue']}/{r['task']} attempt {r['attempt']}: {shown}",
-            highlight=False,
-            markup=False,
-        )
+        click.echo(f"  {r['id']} {r['queue']}/{r['task']} attempt {r['attempt']}: {shown}"[:80])
 
 
 @cli.command()

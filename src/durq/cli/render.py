@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from durq.job import Job
+from durq.model import HOOK_TASK_PREFIX
 from durq.observability.status import STATES
 
 console = Console()
@@ -40,7 +41,53 @@ def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, default=str, ensure_ascii=False))
 
 
-def status_table(snap: dict[str, Any]) -> None:
+#: The compact status columns (the rest are under --wide or --json).
+COMPACT = (("ready", "queued"), ("sched", "scheduled"), ("run", "running"), ("failed", "failed"),
+           ("parked", "parked"))  # fmt: skip
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def status_table(snap: dict[str, Any], wide: bool = False) -> None:
+    """``durq status``: one row per queue in 80 columns (queue, ready, scheduled, running,
+    failed, parked, oldest queued age, paused); ``wide`` shows every state and the rest."""
+    if wide:
+        return status_wide(snap)
+    header = f"{'queue':<22} {'ready':>7} {'sched':>6} {'run':>5} {'failed':>7} {'parked':>6} {'oldest':>7}  paused"
+    lines = [header]
+    for name, q in snap["queues"].items():
+        c = q["counts"]
+        paused = q["paused"]
+        lines.append(
+            f"{_short(name, 22):<22} {c.get('queued', 0):>7} {c.get('scheduled', 0):>6} "
+            f"{c.get('running', 0):>5} {c.get('failed', 0):>7} {c.get('parked', 0):>6} "
+            f"{ago(q['oldest_queued_age']):>7}  " + ("yes" if paused else "no")
+        )
+    if not snap["queues"]:
+        lines.append("(no jobs)")
+    for name, q in snap["queues"].items():
+        if q["paused"]:
+            p = q["paused"]
+            lines.append(f"paused {name} by {p['source']}: {p['reason']}")
+    workers = snap["workers"]
+    lines.append(f"live workers: {len(workers)}" + _stranded_note(snap))
+    reap = snap["last_reap"]
+    if reap:
+        lines.append(
+            f"last reaper pass: {when(reap['at'])}: recovered {reap['recovered']}, failed {reap['failed']}"
+        )
+    for line in lines:
+        print(line[:80])
+
+
+def _stranded_note(snap: dict[str, Any]) -> str:
+    n = sum(s["jobs"] for s in snap["stranded"])
+    return f"; {n} job(s) stranded (no live worker has their task)" if n else ""
+
+
+def status_wide(snap: dict[str, Any]) -> None:
     table = Table(title="durq status", title_justify="left")
     table.add_column("queue")
     for state in STATES:
@@ -75,22 +122,33 @@ def status_table(snap: dict[str, Any]) -> None:
         )
 
 
+def _error_line(err: Any) -> str:
+    """The last error's type and message, whole (first line only): never cut mid-word."""
+    first = str(err.message).strip().splitlines()[0] if str(err.message).strip() else ""
+    return f"{err.type}: {first}"
+
+
 def jobs_table(jobs: list[Job]) -> None:
+    """``jobs list``: ended times for finished jobs, errors whole (rich wraps them at word
+    boundaries), internal hook jobs marked."""
     table = Table()
-    for col in ("id", "queue", "task", "state", "attempts", "run at", "last error"):
-        table.add_column(col)
+    for col in ("id", "queue", "task", "state", "tries", "run at / ended"):
+        table.add_column(col, no_wrap=col in ("id", "tries"))
+    table.add_column("last error", overflow="fold", ratio=1)
     for job in jobs:
         err = job.last_error
+        task = f"{job.task} (hook)" if job.task.startswith(HOOK_TASK_PREFIX) else job.task
+        ended = job.finished_at is not None
         table.add_row(
             str(job.id),
             job.queue,
-            job.task,
+            task,
             str(job.state),
             f"{job.attempts}/{job.max_attempts}",
-            when(job.run_at),
-            f"{err.type}: {err.message}"[:80] if err else "",
+            ("ended " + when(job.finished_at)) if ended else when(job.run_at),
+            _error_line(err) if err else "",
         )
-    console.print(table)
+    console.print(table, highlight=False)
 
 
 def job_detail(job: Job) -> None:
@@ -124,3 +182,6 @@ def job_detail(job: Job) -> None:
             highlight=False,
             markup=False,
         )
+        if err.traceback:
+            for line in err.traceback.rstrip().splitlines():
+                console.print(f"      {line}", highlight=False, markup=False, soft_wrap=True)

@@ -150,7 +150,7 @@ class BufferedHandler(logging.Handler):
         self.setFormatter(EventFormatter(fmt_event))
         self._pending: deque[tuple[float, int, str, dict[str, Any]] | str] = deque()
         self._write_lock = threading.Lock()
-        self._closed = threading.Event()
+        self._stop_flush = threading.Event()
         self._thread = threading.Thread(target=self._tick, name="durq-log-flush", daemon=True)
         self._thread.start()
         atexit.register(self.flush)
@@ -191,11 +191,11 @@ class BufferedHandler(logging.Handler):
                 pass
 
     def _tick(self) -> None:
-        while not self._closed.wait(FLUSH_INTERVAL):
+        while not self._stop_flush.wait(FLUSH_INTERVAL):
             self.flush()
 
     def close(self) -> None:
-        self._closed.set()
+        self._stop_flush.set()
         self.flush()
         super().close()
 

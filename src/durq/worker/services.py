@@ -208,6 +208,7 @@ class Reaper(Service):
         if not store.lead("maintenance", stale_after=max(3 * self.worker.reap_interval, 1.0)):
             return
         summary = store.reap(fail_tasks(self.worker.app))
+        self.worker.stats.rescued += summary.recovered
         if summary.recovered or summary.failed:
             events.emit(
                 events.LEASES_RECOVERED,

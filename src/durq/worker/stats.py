@@ -29,13 +29,14 @@ def durq_version() -> str:
 class WorkerStats:
     """Counters since start: ``done`` (succeeded), ``failed`` (every failed attempt: a retry
     or for good), ``retried`` (of those, the ones that will run again), ``stale`` (outcomes
-    whose lease token no longer held)."""
+    whose lease token no longer held), ``rescued`` (leases its reaper returned)."""
 
     def __init__(self) -> None:
         self.done = 0
         self.failed = 0
         self.retried = 0
         self.stale = 0
+        self.rescued = 0  # expired leases this worker's reaper returned to the queue
         self.observers: list[Observer] = []
 
     def record(self, attempt: Attempt, outcome: Outcome, applied: bool) -> None:

@@ -11,7 +11,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -20,7 +20,7 @@ from durq.classify import describe
 from durq.context import JobContext
 from durq.errors import ConfigError
 from durq.model import AttemptError, Claimed, Outcome, WorkerInfo, WorkerReport
-from durq.observability import events
+from durq.observability import events, tracing
 from durq.worker.executor import Executor
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from durq.worker.runners import AsyncRunner, ThreadRunner
@@ -360,20 +360,40 @@ class Worker:
             self._threads.submit(lambda: self._run_sync(attempt))
 
     def _run_sync(self, attempt: Attempt) -> None:
-        try:
-            outcome = self.executor.run_sync(attempt.job, attempt.ctx)
-        except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt in a task
-            outcome = self._internal_failure(attempt, exc)
+        with self._traced(attempt) as span:
+            try:
+                outcome = self.executor.run_sync(attempt.job, attempt.ctx)
+            except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt in a task
+                outcome = self._internal_failure(attempt, exc)
+            if span is not None:
+                tracing.record_outcome(span, outcome)
         if self.inflight.returned(attempt):
             self.claimer.submit(attempt, outcome)
 
     async def _run_async(self, attempt: Attempt) -> None:
-        try:
-            outcome = await self.executor.run_async(attempt.job, attempt.ctx)
-        except BaseException as exc:  # noqa: BLE001
-            outcome = self._internal_failure(attempt, exc)
+        with self._traced(attempt) as span:
+            try:
+                outcome = await self.executor.run_async(attempt.job, attempt.ctx)
+            except BaseException as exc:  # noqa: BLE001
+                outcome = self._internal_failure(attempt, exc)
+            if span is not None:
+                tracing.record_outcome(span, outcome)
         if self.inflight.returned(attempt):
             self.claimer.submit(attempt, outcome)
+
+    @contextlib.contextmanager
+    def _traced(self, attempt: Attempt) -> Iterator[Any]:
+        """The attempt's OpenTelemetry span when tracing is on (durq.observability.tracing),
+        else None; reading the trace context is the one extra read, only then."""
+        if not tracing.enabled():
+            yield None
+            return
+        try:
+            record = self.app.store.get(attempt.job.id)
+        except Exception:  # noqa: BLE001 - a trace must never fail an attempt
+            record = None
+        with tracing.process_span(attempt.job, record.meta if record else None) as span:
+            yield span
 
     def _internal_failure(self, attempt: Attempt, exc: BaseException) -> Outcome:
         """An outcome for an error that escaped the executor's own steps; never raises."""
@@ -419,6 +439,7 @@ class Worker:
                 delay=outcome.delay,
                 error=f"{err.type}: {err.message}" if err else "",
                 kind=err.kind if err else "",
+                traceback=err.traceback if err else "",
             )
         else:
             err = outcome.error
@@ -428,4 +449,5 @@ class Worker:
                 **base,
                 error=f"{err.type}: {err.message}" if err else "",
                 kind=err.kind if err else "",
+                traceback=err.traceback if err else "",
             )
