@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from durq.errors import ConfigError
 from durq.model import JobRecord
@@ -24,13 +23,9 @@ from durq.model.dashboard import (
     detail_from_row,
     in_hand_json,
 )
+from durq.store.postgres.base import PostgresBase
 from durq.store.postgres.connection import render
 from durq.store.postgres.queries import JOB_COLUMNS
-
-if TYPE_CHECKING:
-    import psycopg
-
-    from durq.store.postgres.connection import PostgresOptions
 
 REPORT_WORKER = """
 UPDATE {s}.workers SET last_seen = {s}.epoch(%(at)s), pool = %(pool)s,
@@ -128,17 +123,8 @@ def page_sql(f: JobFilter) -> tuple[str, dict[str, Any]]:
     return sql, params
 
 
-class PostgresDashboard:
+class PostgresDashboard(PostgresBase):
     """The dashboard's reads and the worker report, mixed into :class:`PostgresStore`."""
-
-    if TYPE_CHECKING:
-        options: PostgresOptions
-
-        def _at(self) -> float | None: ...
-
-        def _tx(
-            self, transaction: bool = True
-        ) -> AbstractContextManager[psycopg.Connection[Any]]: ...
 
     def _dq(self, statement: str) -> Any:
         cache: dict[str, Any] = self.__dict__.setdefault("_dash_sql", {})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from durq.errors import ConfigError
 from durq.model import JobRecord
@@ -25,6 +25,7 @@ from durq.model.dashboard import (
     detail_from_row,
     in_hand_json,
 )
+from durq.store.sqlite.base import SqliteBase
 from durq.store.sqlite.connection import translate
 from durq.store.sqlite.queries import JOB_COLUMNS
 
@@ -109,19 +110,8 @@ def page_sql(f: JobFilter) -> tuple[str, dict[str, Any]]:
     return f"SELECT {JOB_COLUMNS} FROM jobs {clause} ORDER BY id DESC LIMIT :limit", params
 
 
-class SqliteDashboard:
+class SqliteDashboard(SqliteBase):
     """The dashboard's reads and the worker report, mixed into :class:`SqliteStore`."""
-
-    if TYPE_CHECKING:
-        path: str
-
-        def now(self) -> float: ...
-
-        def _conn(self) -> sqlite3.Connection: ...
-
-        def _write(self) -> Any: ...
-
-        def _read(self, sql: str, params: dict[str, Any] | None = None) -> list[Any]: ...
 
     def report_worker(self, worker_id: str, report: WorkerReport) -> None:
         """Mark the worker seen now and store its report (one statement)."""
