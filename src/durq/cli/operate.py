@@ -9,7 +9,15 @@ import click
 from rich.table import Table
 
 from durq.cli import render
-from durq.cli.common import EXIT_USAGE, cli, db_option, fail, json_option, open_existing
+from durq.cli.common import (
+    EXIT_USAGE,
+    cli,
+    db_option,
+    fail,
+    json_option,
+    load_app,
+    open_existing,
+)
 from durq.errors import DurqError
 from durq.observability import views
 
@@ -65,7 +73,16 @@ def workers(db: str, as_json: bool) -> None:
     default=None,
     help="Token that actions need (or set DURQ_DASHBOARD_TOKEN). Without one, actions are refused.",
 )
-def dashboard(db: str, host: str, port: int, read_only: bool, token: str | None) -> None:
+@click.option(
+    "--app",
+    "app_spec",
+    default=None,
+    metavar="MODULE:ATTR",
+    help="Import this app to show its periodic schedules' next slots.",
+)
+def dashboard(
+    db: str, host: str, port: int, read_only: bool, token: str | None, app_spec: str | None
+) -> None:
     """Serve the web dashboard (needs `pip install 'durq[dashboard]'`): overview, jobs,
     failed and parked sets, batches, schedules, limits, workers; /metrics, /healthz and
     /api/status. Binds to loopback unless --host says otherwise."""
@@ -76,7 +93,8 @@ def dashboard(db: str, host: str, port: int, read_only: bool, token: str | None)
     except ImportError as exc:
         fail(f"the dashboard needs its extra: pip install 'durq[dashboard]' ({exc})", EXIT_USAGE)
     try:
-        app = create_app(open_existing(db), token=token, read_only=read_only)
+        dq = load_app(app_spec, db) if app_spec else open_existing(db)
+        app = create_app(dq, token=token, read_only=read_only)
     except DurqError as exc:
         fail(str(exc))
     where = "loopback only" if host in ("127.0.0.1", "::1", "localhost") else "ALL that reach it"
