@@ -69,8 +69,11 @@ def test_every_page_escapes_hostile_text(dq: durq.Durq, client: Callable[..., Cl
     assert "&lt;img src=x onerror=alert(1)&gt;" in detail  # shown as text
     assert "Traceback (most recent call last)" in detail  # the full traceback
     assert JS_URL in c.get(f"/jobs/{ids['succeeded']}").text  # a javascript: value is text
-    # large payloads are cut on list pages, whole on the job page
+    # large payloads are cut on list pages, whole on the job page; hook jobs are marked
+    hook = dq.enqueue("durq.hook:send", {}, queue="mail").id
     listing = c.get("/jobs").text
+    assert f'href="/jobs/{hook}"' in listing and '<span class="badge">hook</span>' in listing
+    assert "internal hook job" in c.get(f"/jobs/{hook}").text
     assert "x" * 200 not in listing and "x" * 4000 in c.get(f"/jobs/{ids['big']}").text
     # hostile path segments and query strings
     assert c.get(f"/jobs/{XSS}").status_code == 404

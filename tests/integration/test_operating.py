@@ -127,6 +127,8 @@ def test_workers_status_and_jobs_list_on_a_terminal(tmp_path: Path, url: str) ->
         pieces = [t for t in tokens if "wor" in t]
         assert len(pieces) == 30 and set(pieces) == {"word"}  # whole, and never cut mid-word
         assert "(hook)" not in listing.stdout
+        dq.enqueue("durq.hook:ok", {}, queue="nobody-serves-this")
+        assert "durq.hook:ok (hook)" in cli("jobs", "list", url=url).stdout
     finally:
         proc.stop()
 
