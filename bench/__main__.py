@@ -22,7 +22,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import cases, pg_cases
+from bench import cases, dashboard_cases, pg_cases
 from bench.common import machine_info
 from bench.pg import default_pg_url, server_info
 from bench.report import Results, Section, pg_section, render, sqlite_section, table_rows
@@ -52,6 +52,18 @@ def plan(base: str, sizes: cases.Sizes) -> Plan:
         ("huey", lambda: cases.huey_enqueue_drain(base, sizes.peer_jobs)),
         ("huey_pickup", lambda: cases.huey_pickup(base, sizes.latency_samples, sizes.latency_gap)),
         ("pq", lambda: cases.pq_put_get(base, sizes.peer_jobs)),
+        (
+            "dashboard",
+            lambda: dashboard_cases.sqlite_dashboard(
+                base, sizes.dashboard_rows, sizes.dashboard_repeats
+            ),
+        ),
+        (
+            "drain_logs",
+            lambda: dashboard_cases.drain_logs(
+                base, sizes.log_drain, sizes.chunk, sizes.log_concurrency
+            ),
+        ),
     ]
     return out
 
@@ -91,6 +103,12 @@ def pg_plan(base: str, url: str, sizes: cases.Sizes) -> Plan:
         (
             "pgqueuer_pickup",
             lambda: pg_cases.pgqueuer_pickup(base, url, sizes.latency_samples, sizes.latency_gap),
+        ),
+        (
+            "pg_dashboard",
+            lambda: dashboard_cases.pg_dashboard(
+                url, sizes.dashboard_rows, sizes.dashboard_repeats
+            ),
         ),
     ]
     return out

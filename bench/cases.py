@@ -42,6 +42,11 @@ class Sizes:
     pg_peer_jobs: int = 10_000
     pg_procrastinate_jobs: int = 2_000
     pg_procrastinate_concurrencies: tuple[int, ...] = (1, 4)
+    # dashboard and events (bench/dashboard_cases.py)
+    dashboard_rows: int = 1_000_000
+    dashboard_repeats: int = 21
+    log_drain: int = 20_000
+    log_concurrency: int = 4
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -66,6 +71,9 @@ QUICK = Sizes(
     pg_concurrencies=(16,),
     pg_peer_jobs=2_000,
     pg_procrastinate_jobs=500,
+    dashboard_rows=50_000,
+    dashboard_repeats=11,
+    log_drain=5_000,
 )
 
 
@@ -88,6 +96,7 @@ def drain_child(
     expect: int,
     tag: str,
     profile: Path | None = None,
+    log_level: str | None = None,
 ) -> Figures:
     args = [
         "--url",
@@ -101,6 +110,8 @@ def drain_child(
     ]
     if profile is not None:
         args += ["--profile", str(profile)]
+    if log_level is not None:  # events as `durq worker` writes them, to the stderr file
+        args += ["--log-level", log_level]
     with Child("bench.worker_proc", args, directory / f"{tag}.stderr") as child:
         out = child.read(timeout=60 + expect / 200)
     if out.get("exit_code") != 0:

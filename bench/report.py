@@ -172,8 +172,34 @@ def rows(concurrencies: tuple[int, ...], peer_sync: str, sizes: dict[str, Any]) 
             0.10,
             ref=("history", "small_rate"),
         ),
+        *dashboard_rows("dashboard", sizes["dashboard_rows"]),
+        Row(
+            f"drain {sizes['log_drain']:,} no-ops, c{sizes['log_concurrency']}, events at warning",
+            "jobs/s",
+            ("drain_logs", "warning_rate"),
+        ),
+        Row(
+            f"drain {sizes['log_drain']:,} no-ops, c{sizes['log_concurrency']}, events at info (default)",
+            "jobs/s",
+            ("drain_logs", "info_rate"),
+            "within",
+            0.10,
+            ref=("drain_logs", "warning_rate"),
+        ),
     ]
     return out
+
+
+def dashboard_rows(case: str, rows: int) -> list[Row]:
+    """The dashboard's request times on a table of ``rows`` jobs (bench/dashboard_cases.py)."""
+    return [
+        Row(f"dashboard jobs page, first, on {rows:,} jobs, median", "ms",
+            (case, "jobs_first_ms"), "<", 100.0, lower_is_better=True),
+        Row(f"dashboard jobs page 50 deep in 'failed', on {rows:,} jobs, median", "ms",
+            (case, "jobs_deep_ms"), "<", 100.0, lower_is_better=True),
+        Row(f"dashboard overview, on {rows:,} jobs, median", "ms",
+            (case, "overview_ms"), "<", 200.0, lower_is_better=True),
+    ]  # fmt: skip
 
 
 def pg_section(sizes: dict[str, Any]) -> Section:
@@ -256,6 +282,7 @@ def pg_section(sizes: dict[str, Any]) -> Section:
             lower_is_better=True,
         ),
     ]
+    out += dashboard_rows("pg_dashboard", sizes["dashboard_rows"])
     return Section(
         "pg_table",
         "durq benchmark (PostgreSQL)",

@@ -70,7 +70,16 @@ def main() -> None:
     parser.add_argument("--expect", type=int, default=0, help="drain: jobs expected to succeed")
     parser.add_argument("--profile", default=None)
     parser.add_argument("--go", action="store_true", help="drain: start on a `go` line")
+    parser.add_argument(
+        "--log-level", default=None, help="events to stderr as JSON lines (durq worker's set-up)"
+    )
     args = parser.parse_args()
+    if args.log_level:
+        import logging
+
+        from durq.observability import logs
+
+        logs.configure("json", getattr(logging, args.log_level.upper()))
     if not args.url:
         parser.error(f"give --url or set {URL_ENV}")
     try:
