@@ -124,6 +124,7 @@ def drain_child(
         "seconds": busy,
         "wall_rate": expect / (out["returned"] - out["started"]),
         "worker_rss_mb": out["rss_kb"] * 1024 / 1e6,
+        "cpu_us_per_job": 1e6 * out.get("cpu_seconds", 0.0) / max(expect, 1),
     }
 
 

@@ -167,6 +167,7 @@ def pg_dashboard(pg_url: str, rows: int, repeats: int) -> Figures:
 def drain_logs(base: str, n: int, chunk: int, concurrency: int, rounds: int = 3) -> Figures:
     """Drain ``n`` no-ops with events at ``warning`` and at ``info``, alternating."""
     rates: dict[str, list[float]] = {"warning": [], "info": []}
+    cpu: dict[str, list[float]] = {"warning": [], "info": []}
     for _ in range(rounds):
         for level in ("warning", "info"):
             with case_dir(base, f"drain-logs-{level}") as d:
@@ -178,8 +179,12 @@ def drain_logs(base: str, n: int, chunk: int, concurrency: int, rounds: int = 3)
                     app.dq.close()
                 out = drain_child(d, url, concurrency, n, "worker", log_level=level)
                 rates[level].append(out["rate"])
+                cpu[level].append(out["cpu_us_per_job"])
     warning, info = statistics.median(rates["warning"]), statistics.median(rates["info"])
+    cpu_w, cpu_i = statistics.median(cpu["warning"]), statistics.median(cpu["info"])
     return {
         "warning_rate": warning, "info_rate": info, "info_cost": 1 - info / warning,
+        # CPU time per job is what the events add, and it holds up on a loaded machine
+        "warning_cpu_us": cpu_w, "info_cpu_us": cpu_i, "info_cpu_cost": cpu_i / cpu_w - 1,
         "rounds": rounds, "jobs": n, "concurrency": concurrency, "all": rates,
     }  # fmt: skip

@@ -186,7 +186,11 @@ def rows(concurrencies: tuple[int, ...], peer_sync: str, sizes: dict[str, Any]) 
             0.10,
             ref=("drain_logs", "warning_rate"),
         ),
-    ]
+        Row("worker CPU per job, events at warning", "µs", ("drain_logs", "warning_cpu_us"),
+            lower_is_better=True),
+        Row("worker CPU per job, events at info (default)", "µs", ("drain_logs", "info_cpu_us"),
+            lower_is_better=True),
+    ]  # fmt: skip
     return out
 
 

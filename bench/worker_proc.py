@@ -105,8 +105,10 @@ def drain(url: str, concurrency: int, expect: int, profile: str | None, go: bool
     if profiler is not None:
         profiler.start()
     started = time.time()
+    cpu0 = time.process_time()
     code = worker.run(install_signals=False, stop_when_idle=True)
     returned = time.time()
+    cpu = time.process_time() - cpu0
     if profiler is not None and profile is not None:
         profiler.dump(profile)
     done = app.dq.jobs(state="succeeded", limit=max(expect, 1) + 100)
@@ -125,6 +127,7 @@ def drain(url: str, concurrency: int, expect: int, profile: str | None, go: bool
             "succeeded": len(ours),
             "pending": pending,
             "rss_kb": read_status_kb(os.getpid(), "VmRSS"),
+            "cpu_seconds": cpu,
         }
     )
     app.dq.close()

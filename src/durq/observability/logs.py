@@ -9,7 +9,7 @@
   UTC), ``ts`` (epoch seconds), ``level`` and the event's fields (``traceback`` included).
 
 Both go through :class:`BufferedHandler`: lines are collected and written at most every
-0.2 s (or at 2,000 lines), not one ``write`` per event; anything at WARNING or above is written
+0.2 s (or at 20,000 lines), not one ``write`` per event; anything at WARNING or above is written
 at once, with what is buffered before it. This is what keeps per-job events at the default
 ``info`` level from costing the drain rate (issue 12 measured 4,764 jobs/s at ``warning``
 against 2,240/s at ``info`` with a write per line).
@@ -38,7 +38,7 @@ FOREIGN = ("psycopg",)
 
 #: Seconds between writes of buffered lines, and the number waiting that forces one.
 FLUSH_INTERVAL = 0.2
-FLUSH_ENTRIES = 2000
+FLUSH_ENTRIES = 20_000
 
 _LEVELS = {
     "DEBUG": "DEBUG",
@@ -64,16 +64,36 @@ def iso_utc(ts: float) -> str:
     return f"{_second[1]}.{int((ts - whole) * 1_000_000):06d}+00:00"
 
 
+_str = json.encoder.encode_basestring  # the C encoder of one str
+
+
+def _value(v: Any) -> str:
+    t = type(v)
+    if t is str:
+        return str(_str(v))
+    if t is int:
+        return str(v)
+    if t is float and v == v and v not in (float("inf"), float("-inf")):
+        return repr(v)
+    if v is None:
+        return "null"
+    if t is bool:
+        return "true" if v else "false"
+    return _encode(v)
+
+
 def json_event(ts: float, level: int, event: str, fields: dict[str, Any]) -> str:
-    """One JSON line: ``time`` (ISO-8601, UTC), ``event``, ``ts``, ``level``, the fields."""
-    body: dict[str, Any] = {
-        "time": iso_utc(ts),
-        "event": event,
-        "ts": round(ts, 6),
-        "level": _LEVEL_NAMES.get(level) or logging.getLevelName(level).lower(),
-    }
-    body.update(fields)
-    return _encode(body)
+    """One JSON line: ``time`` (ISO-8601, UTC), ``event``, ``ts``, ``level``, the fields.
+
+    Written by hand for the flat fields events carry (each value through the C string
+    encoder or ``repr``), about half the cost of ``json.dumps`` of the whole line."""
+    head = (
+        f'{{"time": "{iso_utc(ts)}", "event": {_str(event)}, "ts": {round(ts, 6)!r}, '
+        f'"level": "{_LEVEL_NAMES.get(level) or logging.getLevelName(level).lower()}"'
+    )
+    if not fields:
+        return head + "}"
+    return head + ", " + ", ".join(f"{_str(k)}: {_value(v)}" for k, v in fields.items()) + "}"
 
 
 SHOWN_FIRST = frozenset({"id", "task", "duration"})
