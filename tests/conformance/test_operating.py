@@ -97,7 +97,7 @@ def test_series_counts_finished_per_minute(app: durq.Durq, clock: Clock) -> None
         [Outcome(c.id, c.lease_token, "succeeded") for c in claimed[:2]]
         + [Outcome(claimed[2].id, claimed[2].lease_token, "failed", error=err)]
     )
-    s = views.series(app.store)
+    s = views.series(app.store, ["default"])
     assert sum(s["queues"]["default"]["succeeded"]) == 2
     assert sum(s["queues"]["default"]["failed"]) == 1
     assert s["queues"]["default"]["succeeded"][-1] == 2  # the newest minute is last

@@ -76,7 +76,7 @@ def job_filter(params: Params, **fixed: str) -> JobFilter:
 
 def _overview_ctx(d: Dashboard) -> dict[str, Any]:
     snap = d.dq.status()
-    series = views.series(d.dq.store, snap["now"])
+    series = views.series(d.dq.store, list(snap["queues"]), snap["now"])
     queues = []
     for name, q in snap["queues"].items():
         s = series["queues"].get(name, {"succeeded": [0] * 60, "failed": [0] * 60})

@@ -61,24 +61,25 @@ def workers(store: Store) -> list[dict[str, Any]]:
     return [worker_row(w, now) for w in store.worker_details()]
 
 
-def series(store: Store, now: float | None = None) -> dict[str, Any]:
-    """Throughput and failures per minute over the last hour, per queue::
+def series(store: Store, queues: list[str], now: float | None = None) -> dict[str, Any]:
+    """Throughput and failures per minute over the last hour, for each of ``queues`` (the
+    queues of a status snapshot)::
 
-    {"start": epoch s, "step": 60.0, "buckets": 60,
-     "queues": {queue: {"succeeded": [int] * 60, "failed": [int] * 60}}}
+        {"start": epoch s, "step": 60.0, "buckets": 60,
+         "queues": {queue: {"succeeded": [int] * 60, "failed": [int] * 60}}}
     """
     now = store.now() if now is None else now
     buckets = int(SERIES_WINDOW // SERIES_STEP)
     # whole minutes, the current one last: [start, start + step) ... [.., now's minute end)
     start = (now // SERIES_STEP + 1) * SERIES_STEP - SERIES_WINDOW
-    raw = store.finished_series(start, SERIES_STEP)
-    queues: dict[str, dict[str, list[int]]] = {}
+    raw = store.finished_series(start, SERIES_STEP, queues)
+    out: dict[str, dict[str, list[int]]] = {}
     for (queue, state), by_bucket in raw.items():
-        row = queues.setdefault(queue, {"succeeded": [0] * buckets, "failed": [0] * buckets})
+        row = out.setdefault(queue, {"succeeded": [0] * buckets, "failed": [0] * buckets})
         for bucket, n in by_bucket.items():
             if 0 <= bucket < buckets:
                 row[state][bucket] += n
-    return {"start": start, "step": SERIES_STEP, "buckets": buckets, "queues": queues}
+    return {"start": start, "step": SERIES_STEP, "buckets": buckets, "queues": out}
 
 
 def job_page(store: Store, f: JobFilter) -> tuple[list[Job], int | None]:

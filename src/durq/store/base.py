@@ -372,10 +372,14 @@ class Store(Protocol):
         ...
 
     def finished_series(
-        self, start: float, step: float, states: Sequence[str] = ("succeeded", "failed")
+        self,
+        start: float,
+        step: float,
+        queues: Sequence[str],
+        states: Sequence[str] = ("succeeded", "failed"),
     ) -> dict[tuple[str, str], dict[int, int]]:
-        """Jobs finished since ``start`` (epoch s) per (queue, state): {bucket: count},
-        the bucket being ``(finished_at - start) // step``."""
+        """Jobs of ``queues`` finished since ``start`` (epoch s) per (queue, state):
+        {bucket: count}, the bucket being ``(finished_at - start) // step``."""
         ...
 
     def why_facts(self, job: JobRecord) -> WhyFacts:

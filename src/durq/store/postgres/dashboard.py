@@ -43,7 +43,7 @@ FROM {s}.workers WHERE last_seen + lease >= {s}.epoch(%(at)s) ORDER BY host, id
 # One range scan of jobs_finished (state, queue, finished_at) per (state, queue).
 SERIES = """
 SELECT q.name, st.state, b.bucket, b.n
-FROM (SELECT DISTINCT queue AS name FROM {s}.jobs WHERE finished_at >= %(start)s) q
+FROM unnest(%(queues)s::text[]) AS q(name)
 CROSS JOIN unnest(%(states)s::text[]) AS st(state)
 CROSS JOIN LATERAL (
     SELECT floor((finished_at - %(start)s) / %(step)s)::bigint AS bucket, count(*) AS n
@@ -174,11 +174,15 @@ class PostgresDashboard(PostgresBase):
         return [JobRecord(*r) for r in rows]
 
     def finished_series(
-        self, start: float, step: float, states: Sequence[str] = ("succeeded", "failed")
+        self,
+        start: float,
+        step: float,
+        queues: Sequence[str],
+        states: Sequence[str] = ("succeeded", "failed"),
     ) -> dict[tuple[str, str], dict[int, int]]:
-        """Jobs finished since ``start`` per (queue, state): {bucket: count}."""
+        """Jobs of ``queues`` finished since ``start`` per (queue, state): {bucket: count}."""
         out: dict[tuple[str, str], dict[int, int]] = {}
-        params = {"start": start, "step": step, "states": list(states)}
+        params = {"start": start, "step": step, "states": list(states), "queues": list(queues)}
         with self._tx(transaction=False) as conn:
             for queue, state, bucket, n in conn.execute(self._dq(SERIES), params):
                 out.setdefault((queue, state), {})[int(bucket)] = int(n)

@@ -50,7 +50,6 @@ WHERE state = :state AND queue = :queue AND finished_at >= :start AND finished_a
 GROUP BY bucket
 """
 
-QUEUE_NAMES = "SELECT DISTINCT queue FROM jobs INDEXED BY jobs_finished WHERE finished_at >= :start"
 
 LIMIT_OF = "SELECT limit_key, limit_concurrency, limit_rate, limit_per FROM jobs WHERE id = :id"
 LIMIT_RUNNING = (
@@ -148,16 +147,19 @@ class SqliteDashboard(SqliteBase):
         return [JobRecord(*r) for r in self._read(sql, params)]
 
     def finished_series(
-        self, start: float, step: float, states: Sequence[str] = ("succeeded", "failed")
+        self,
+        start: float,
+        step: float,
+        queues: Sequence[str],
+        states: Sequence[str] = ("succeeded", "failed"),
     ) -> dict[tuple[str, str], dict[int, int]]:
-        """Jobs finished since ``start`` (epoch s) per (queue, state): {bucket: count}, the
-        bucket being ``(finished_at - start) // step``."""
+        """Jobs of ``queues`` finished since ``start`` (epoch s) per (queue, state):
+        {bucket: count}, the bucket being ``(finished_at - start) // step``."""
         out: dict[tuple[str, str], dict[int, int]] = {}
         conn = self._conn()
         try:
             conn.execute("BEGIN")
             try:
-                queues = [r[0] for r in conn.execute(QUEUE_NAMES, {"start": start})]
                 for queue in queues:
                     for state in states:
                         p = {"start": start, "step": step, "state": state, "queue": queue}
