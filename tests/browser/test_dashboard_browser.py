@@ -115,6 +115,14 @@ def test_pages_actions_and_escaping(
         assert row.locator(f"td.s-{state}").inner_text().strip() != "", state
     assert row.locator("td.s-failed").inner_text().strip() == "1"
     assert page.locator("svg.chart").count() >= 1
+    # the overview refreshes itself (durq.js, every 5 s): a new job shows without a reload
+    queued = row.locator("td.s-queued").inner_text().strip()
+    dq.enqueue("send", {"to": "live"})
+    page.wait_for_function(
+        "q => document.querySelector('tr[data-queue=mail] td.s-queued').innerText.trim() !== q",
+        arg=queued,
+        timeout=12_000,
+    )
     # not signed in: no action buttons; a POST without the token is refused
     assert page.locator("button[data-verb]").count() == 0
     refused = page.request.post(f"{s.base}/actions/retry", form={"id": str(ids["failed"])})
