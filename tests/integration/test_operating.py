@@ -300,3 +300,22 @@ def test_durq_dashboard_verb_binds_loopback_and_says_so(tmp_path: Path, db_url: 
             proc.kill()
             _out, err = proc.communicate()
     assert f"http://127.0.0.1:{port} (loopback only; actions need the token)" in err
+
+
+def test_status_watch_redraws_until_interrupted(db_url: str) -> None:
+    import time
+
+    durq.Durq(db_url).enqueue("ok", {"n": 1})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "durq", "status", "--db", db_url, "--watch", "0.2"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(2.0)
+        proc.send_signal(signal.SIGINT)
+        out, _err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert out.count("queue ") >= 3 and proc.returncode == 0

@@ -104,11 +104,12 @@ def why_not_running(job: JobRecord, facts: WhyFacts) -> Why:
         )
     cap = facts.limit_concurrency
     if facts.limit_key is not None and cap is not None and facts.limit_busy >= cap:
-        holders = ", ".join(str(i) for i in facts.limit_running) or "holds outside the queue"
+        ids = facts.limit_running
+        held = f"job{'s' if len(ids) > 1 else ''} {', '.join(str(i) for i in ids)}"
         return Why(
             "concurrency_limit",
             f"concurrency limit {facts.limit_key!r} is full ({facts.limit_busy}/{cap} in use, "
-            f"held by jobs {holders}).",
+            f"held by {held if ids else 'holds outside the queue'}).",
         )
     rate, per = facts.limit_rate, facts.limit_per
     if facts.limit_key is not None and rate is not None and per and facts.limit_starts >= rate:
