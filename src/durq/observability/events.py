@@ -63,14 +63,23 @@ class _EventMessage:
 #: process's log set-up owns the ``durq`` logger (``durq worker``: durq.observability.logs).
 Sink = Callable[[float, int, str, dict[str, Any]], None]
 _sink: Sink | None = None
+_flush: Callable[[], None] | None = None
 
 
-def set_sink(sink: Sink | None) -> None:
-    """Hand events straight to ``sink`` (None: back to the ``durq.events`` logger). Only a
-    set-up that is the logger's one handler may do this: records then skip Python's
-    logging machinery (about 5 µs an event), which is what makes per-job events cheap."""
-    global _sink
-    _sink = sink
+def set_sink(sink: Sink | None, flush: Callable[[], None] | None = None) -> None:
+    """Hand events straight to ``sink`` (None: back to the ``durq.events`` logger), and
+    :func:`flush` to ``flush``. Only a set-up that is the logger's one handler may do this:
+    records then skip Python's logging machinery (about 5 µs an event), which is what makes
+    per-job events cheap."""
+    global _sink, _flush
+    _sink, _flush = sink, flush
+
+
+def flush() -> None:
+    """Write what the sink holds (the worker's claimer calls it after each batch's events,
+    so a line is out within microseconds of its commit). No-op without a sink."""
+    if _flush is not None:
+        _flush()
 
 
 def emit(event: str, level: int = logging.INFO, **fields: Any) -> None:

@@ -132,6 +132,8 @@ class Claimer(Service):
                 # successes log at INFO; retries, failures and stale outcomes at WARNING+
                 if log_events or not ok or outcome.kind != "succeeded":
                     w.report(attempt, outcome, ok)
+            if log_events and batch:
+                events.flush()  # this batch's lines in one write, right after its commit
 
 
 class Heartbeat(Service):
