@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
 from durq.classify import Classifier, Rule
+from durq.context import JobContext, bind, current, direct_context, unbind
 from durq.retry import Backoff
 
 if TYPE_CHECKING:
@@ -150,7 +151,22 @@ class Task(Generic[P, R]):
         return None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self.fn(*args, **kwargs)
+        """Call the function directly, in this thread (as a test does).
+
+        Outside a running job, ``durq.context()`` inside it gives a context of its own
+        (:func:`durq.context.direct_context`: job id 0, attempt 1, steps remembered for
+        this call); inside a running job the job's context stays.
+        """
+        if current() is not None:
+            return self.fn(*args, **kwargs)
+        ctx = direct_context(self.name, self.queue, self.max_attempts)
+        if self.is_async:
+            return _with_context(ctx, self.fn, args, kwargs)  # type: ignore[return-value]
+        token = bind(ctx)
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            unbind(token)
 
     def options(
         self,
@@ -205,6 +221,16 @@ class Task(Generic[P, R]):
     async def enqueue_async(self, **kwargs: Any) -> Job:
         """:meth:`enqueue` for asyncio callers; the store call runs in a thread."""
         return await asyncio.to_thread(self.enqueue, **kwargs)
+
+
+async def _with_context(
+    ctx: JobContext, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    token = bind(ctx)
+    try:
+        return await fn(*args, **kwargs)
+    finally:
+        unbind(token)
 
 
 class BoundTask:

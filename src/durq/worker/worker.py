@@ -131,7 +131,16 @@ class Worker:
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Open the store, register, reap once, and start the loops (returns at once)."""
+        """Open the store, register, reap once, and start the loops (returns at once).
+
+        Raises:
+            ConfigError: the app is in eager mode (``Durq(eager=True)``, tests only).
+        """
+        if getattr(self.app, "eager", False):
+            raise ConfigError(
+                "this app is in eager mode (tests only: jobs run at enqueue); "
+                "a worker will not start on it"
+            )
         store = self.app.store
         store.register_worker(
             WorkerInfo(
