@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import durq
-from durq.soak import WorkerSeries, size_bounded
+from durq.proving.soak import WorkerSeries, size_bounded
 from tests.support.procs import ROOT
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import durq
-from durq.verify import Kill, Run, analyse
+from durq.proving.verify import Kill, Run, analyse
 from tests.support.procs import ROOT, wait_for
 
 

@@ -47,7 +47,7 @@ def verify(
     worker processes, SIGKILL one --kills times, and report jobs run, lost, duplicated and
     the worst recovery time. Uses its own empty --queue and removes everything it created.
     Exit 0 on PASS, 1 on FAIL, 2 when the queue is not empty."""
-    from durq.verify import QueueNotEmpty, VerifyConfig, report_table, run_verify
+    from durq.proving.verify import QueueNotEmpty, VerifyConfig, report_table, run_verify
 
     config = VerifyConfig(db, jobs, kills, workers, concurrency, lease, queue, seed, timeout)
 
@@ -173,8 +173,7 @@ def soak(
     at random and restarted, with retention on. Reports throughput over time, lost jobs,
     duplicate runs, worker RSS and database size, and PASS/FAIL (docs/guarantees.md).
     Exit 0 on PASS, 1 on FAIL, 2 when the queue is not empty."""
-    from durq.soak import SoakConfig, report_tables, run_soak
-    from durq.verify import QueueNotEmpty
+    from durq.proving.soak import QueueNotEmpty, SoakConfig, report_tables, run_soak
 
     config = SoakConfig(
         db, seconds, rate, workers, concurrency, lease, (kill_min, kill_max), retain,

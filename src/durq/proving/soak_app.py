@@ -1,4 +1,4 @@
-"""The tasks that ``durq soak`` runs on real worker processes (``durq.soak_app:dq``).
+"""The tasks that ``durq soak`` runs on real worker processes (:data:`APP`).
 
 One routing name per behaviour that needs its own task settings; the payload's ``kind``
 picks the behaviour of :func:`soak_work`:
@@ -15,9 +15,9 @@ have a timeout of :data:`TIMEOUT` seconds; attempt 1 sleeps past it, later attem
 at once: each succeeds on its second attempt.
 
 Each run appends ``start`` before the work and ``end`` when the task body returns or raises
-to the runs file of ``durq verify`` (:func:`durq.verify_app._record`, one ``O_APPEND``
-write per line); importing :mod:`durq.verify_app` also starts its parent watch, so a worker
-whose ``durq soak`` died stops itself.
+to the runs file (:func:`durq.proving.runs.record`, one ``O_APPEND`` write per line);
+importing this module starts the parent watch, so a worker whose ``durq soak`` died stops
+itself.
 """
 
 from __future__ import annotations
@@ -28,9 +28,11 @@ import time
 from durq.app import Durq
 from durq.context import context
 from durq.errors import Permanent
+from durq.proving.runs import record, start_parent_watch
 from durq.retry import constant
-from durq.verify_app import _record
 
+#: What ``durq soak``'s workers run (``MODULE:ATTR``).
+APP = "durq.proving.soak_app:dq"
 QUEUE = "durq-soak"
 WORK_TASK = "durq-soak-work"
 TIMEOUT_TASK = "durq-soak-timeout"
@@ -45,7 +47,9 @@ MAX_ATTEMPTS = 10
 #: Backoff between attempts in seconds (short, so retried jobs finish within the soak).
 BACKOFF = 0.3
 
+#: The app :data:`APP` names; its URL comes from ``--db``/``DURQ_URL``.
 dq = Durq()
+start_parent_watch()
 
 
 class SoakTransient(ConnectionError):
@@ -65,7 +69,7 @@ def soak_work(kind: str, ms: float = 0.0, fail_times: int = 0) -> str:
         SoakTransient: flaky (first attempts) and exhausted jobs.
         Permanent: permanent jobs.
     """
-    _record("start")
+    record("start")
     try:
         if kind in ("fast", "slow"):
             time.sleep(ms / 1000)
@@ -79,7 +83,7 @@ def soak_work(kind: str, ms: float = 0.0, fail_times: int = 0) -> str:
         else:
             raise Permanent(f"soak: a {kind!r} job must never run")
     finally:
-        _record("end")
+        record("end")
     return kind
 
 
@@ -87,10 +91,10 @@ def soak_work(kind: str, ms: float = 0.0, fail_times: int = 0) -> str:
          timeout=TIMEOUT)  # fmt: skip
 def soak_timeout() -> str:
     """Attempt 1 sleeps :data:`OVERRUN` s (past the timeout); later attempts return."""
-    _record("start")
+    record("start")
     if context().attempt == 1:
         time.sleep(OVERRUN)
-    _record("end")
+    record("end")
     return "ok"
 
 
@@ -98,8 +102,8 @@ def soak_timeout() -> str:
          timeout=TIMEOUT)  # fmt: skip
 async def soak_atimeout() -> str:
     """The ``async`` twin of :func:`soak_timeout` (cancelled at the timeout)."""
-    _record("start")
+    record("start")
     if context().attempt == 1:
         await asyncio.sleep(OVERRUN)
-    _record("end")
+    record("end")
     return "ok"
