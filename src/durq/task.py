@@ -144,6 +144,15 @@ class Task(Generic[P, R]):
         keys = payload.keys()
         if self._required <= keys and (self._any_kwargs or keys <= self._names):
             return None
+        missing = sorted(self._required - keys)
+        unexpected = [] if self._any_kwargs else sorted(keys - self._names)
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(map(repr, missing))}")
+        if unexpected:
+            parts.append(f"unexpected {', '.join(map(repr, unexpected))}")
+        if parts:
+            return "; ".join(parts) + f" (it takes {', '.join(sorted(self._names)) or 'nothing'})"
         try:
             self.signature.bind(**payload)
         except TypeError as exc:

@@ -21,6 +21,7 @@ from durq.context import JobContext
 from durq.errors import ConfigError
 from durq.model import AttemptError, Claimed, Outcome, WorkerInfo
 from durq.observability import events
+from durq.store import describe_url
 from durq.worker.executor import Executor
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from durq.worker.runners import AsyncRunner, ThreadRunner
@@ -179,7 +180,7 @@ class Worker:
             tasks=self.task_names,
             concurrency=self.concurrency,
             lease=self.lease,
-            url=self.app.url,
+            url=describe_url(self.app.url),
         )
 
     def run(self, *, install_signals: bool = True, stop_when_idle: bool = False) -> int:
@@ -427,5 +428,6 @@ class Worker:
                 logging.ERROR,
                 **base,
                 error=f"{err.type}: {err.message}" if err else "",
-                kind=err.kind if err else "",
+                kind="failed",
+                cause=err.kind if err else "",
             )
