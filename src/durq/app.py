@@ -5,6 +5,7 @@ schedules, parked jobs and deadlines, limits, hooks) live in mixins under durq/f
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import threading
@@ -359,6 +360,14 @@ class Durq(
         return self.enqueue_with(
             task_name, {} if payload is None else payload, opts, task=self.tasks.get(task_name)
         )
+
+    async def aenqueue(
+        self, task_name: str, payload: Mapping[str, Any] | None = None, **options: Any
+    ) -> Job:
+        """:meth:`enqueue` for asyncio callers: the store call runs in a thread, so the
+        event loop is not blocked (a batch opened with ``async with dq.abatch()`` in this
+        asyncio task still takes the job). Same options and errors as :meth:`enqueue`."""
+        return await asyncio.to_thread(self.enqueue, task_name, payload, **options)
 
     def enqueue_with(
         self,

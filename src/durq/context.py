@@ -10,7 +10,7 @@ from typing import Any
 
 from durq.errors import DurqError
 from durq.payload import encode, is_finite_fraction
-from durq.steps import StepStore, run_step
+from durq.steps import StepStore, run_step, run_step_async
 
 _current: contextvars.ContextVar[JobContext] = contextvars.ContextVar("durq_job_context")
 
@@ -109,6 +109,15 @@ class JobContext:
             Whatever ``fn`` raises propagates unchanged, and nothing is recorded.
         """
         return run_step(self, self._steps, name, fn, args, kwargs)
+
+    async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`step` for ``async def`` tasks: ``await ctx.astep("fetch", fetch, url)``.
+
+        ``fn`` may be an ``async def`` (awaited on the task's loop) or a plain function
+        (run in a thread); the step's store reads and writes run in a thread, so the
+        event loop is not blocked. Same contract, results and errors as :meth:`step`.
+        """
+        return await run_step_async(self, self._steps, name, fn, args, kwargs)
 
     # -- hooks --
 

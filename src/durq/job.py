@@ -208,6 +208,44 @@ class Job:
             time.sleep(interval)
             interval = min(interval * 1.5, 0.5)
 
+    async def await_result(self, timeout: float | None = None, poll: float = 0.05) -> Any:
+        """:meth:`wait` for asyncio callers: the reads run in a thread and the waits are
+        ``asyncio.sleep``, so the event loop is never blocked.
+
+        Args:
+            timeout: seconds to wait at most; None waits forever.
+            poll: first polling interval in seconds (it grows to 0.5 s).
+
+        Returns:
+            The task's return value (decoded JSON).
+
+        Raises:
+            JobFailed: the job ended failed, cancelled or expired.
+            TimeoutError: still not terminal after ``timeout`` seconds (the message says
+                whether a live worker watches its queue, and in which database).
+            JobNotFound: the job disappeared.
+        """
+        import asyncio
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interval = poll
+        while True:
+            await asyncio.to_thread(self.refresh)
+            if self.state in TERMINAL_STATES:
+                if self.state == JobState.SUCCEEDED:
+                    return self.result
+                raise JobFailed(self, self.last_error)
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    watchers = await asyncio.to_thread(self._watchers)
+                    raise TimeoutError(
+                        f"job {self.id} still {self.state} after {timeout} s; {watchers}"
+                    )
+                interval = min(interval, left)
+            await asyncio.sleep(interval)
+            interval = min(interval * 1.5, 0.5)
+
     def _watchers(self) -> str:
         """Who could run this job, for a timeout's message: the live workers that claim its
         queue and task, and the database they were looked for in."""

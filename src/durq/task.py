@@ -227,9 +227,20 @@ class Task(Generic[P, R]):
         """
         return BoundTask(self, EnqueueOptions()).enqueue_many(items, keys=keys)
 
-    async def enqueue_async(self, **kwargs: Any) -> Job:
-        """:meth:`enqueue` for asyncio callers; the store call runs in a thread."""
+    async def aenqueue(self, **kwargs: Any) -> Job:
+        """:meth:`enqueue` for asyncio callers: the store call runs in a thread (the event
+        loop is not blocked) with this task's context, so inside ``async with dq.abatch()``
+        the job joins the batch. Same errors as :meth:`enqueue`."""
         return await asyncio.to_thread(self.enqueue, **kwargs)
+
+    async def aenqueue_many(
+        self, items: Sequence[Mapping[str, Any]], *, keys: Sequence[str | None] | None = None
+    ) -> list[Job]:
+        """:meth:`enqueue_many` for asyncio callers (one transaction, in a thread)."""
+        return await asyncio.to_thread(self.enqueue_many, items, keys=keys)
+
+    #: The earlier name of :meth:`aenqueue`.
+    enqueue_async = aenqueue
 
 
 async def _with_context(
@@ -262,5 +273,12 @@ class BoundTask:
             self.task.name, items, self.opts, keys=keys, task=self.task
         )
 
-    async def enqueue_async(self, **kwargs: Any) -> Job:
+    async def aenqueue(self, **kwargs: Any) -> Job:
         return await asyncio.to_thread(self.enqueue, **kwargs)
+
+    async def aenqueue_many(
+        self, items: Sequence[Mapping[str, Any]], *, keys: Sequence[str | None] | None = None
+    ) -> list[Job]:
+        return await asyncio.to_thread(self.enqueue_many, items, keys=keys)
+
+    enqueue_async = aenqueue
