@@ -128,6 +128,8 @@ class Worker:
         self._in_run = False
         self.exit_code = 0
         self.crash_reason: str | None = None
+        #: The signal (SIGINT, SIGTERM) that stopped :meth:`run`, or None.
+        self.stop_signal: int | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -214,6 +216,7 @@ class Worker:
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self._signals += 1
+        self.stop_signal = signum
         if self._signals > 1:
             events.emit(
                 events.WORKER_STOPPING, logging.WARNING, worker_id=self.id, signal=signum, now=True
