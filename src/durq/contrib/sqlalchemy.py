@@ -21,7 +21,7 @@ from typing import Any
 
 from durq.errors import ConfigError
 from durq.job import Job
-from durq.task import Task
+from durq.task import BoundTask, Task
 
 
 def dbapi_connection(session_or_connection: Any) -> Any:
@@ -50,7 +50,9 @@ def dbapi_connection(session_or_connection: Any) -> Any:
     return raw
 
 
-def enqueue_in(session_or_connection: Any, task: Task[Any, Any], /, **payload: Any) -> Job:
+def enqueue_in(
+    session_or_connection: Any, task: Task[Any, Any] | BoundTask, /, **payload: Any
+) -> Job:
     """Enqueue ``task(**payload)`` inside the session's transaction (see the module doc).
 
     Raises:
