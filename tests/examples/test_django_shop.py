@@ -21,7 +21,9 @@ from tests.support.procs import ROOT
 MANAGE = ROOT / "examples" / "django_shop" / "manage.py"
 
 
-def manage(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def manage(
+    *args: str, env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(MANAGE), *args],
         capture_output=True, text=True, env={**os.environ, **env}, timeout=timeout,
