@@ -1,0 +1,71 @@
+"""Reading and admin on PostgreSQL: get, list, retry, cancel, purge, pending, find by key."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from durq.model import JobRecord
+from durq.store.postgres.base import PostgresBase
+
+
+class AdminMixin(PostgresBase):
+    """Reads of job rows and the admin transitions on them."""
+
+    def get(self, job_id: int) -> JobRecord | None:
+        with self._tx(transaction=False) as conn:
+            row = conn.execute(self._sql["SELECT_JOB"], {"id": job_id}).fetchone()
+        return JobRecord(*row) if row else None
+
+    def list_jobs(
+        self, *, state: str | None, queue: str | None, task: str | None, limit: int
+    ) -> list[JobRecord]:
+        ready: int | None = None
+        if state == "scheduled":
+            state, ready = "queued", 0
+        elif state == "queued":
+            ready = 1
+        params = {
+            "at": self._at(), "state": state, "ready": ready, "queue": queue,
+            "task": task, "limit": limit,
+        }  # fmt: skip
+        with self._tx(transaction=False) as conn:
+            rows = conn.execute(self._sql["LIST_JOBS"], params).fetchall()
+        return [JobRecord(*r) for r in rows]
+
+    def retry(self, job_id: int) -> bool:
+        with self._tx() as conn:  # the job and its batch (reopened) change together
+            done = conn.execute(self._sql["RETRY"], {"at": self._at(), "id": job_id}).rowcount == 1
+            if done:
+                self._batches.reopen_for_jobs(conn, [job_id])
+            return done
+
+    def purge(self, queue: str, states: Sequence[str]) -> int:
+        at = self._at()
+        with self._tx() as conn:  # the delete and its batches' close commit together
+            hit_batches = self._batches.batches_in_purge(conn, queue, states)
+            cur = conn.execute(self._sql["PURGE"], {"queue": queue, "states": list(states)})
+            self._batches.after_purge(conn, hit_batches, at)
+            return cur.rowcount
+
+    def cancel(self, job_id: int) -> bool:
+        at = self._at()
+        with self._tx() as conn:  # the job and its batch (maybe completed) change together
+            done = conn.execute(self._sql["CANCEL"], {"at": at, "id": job_id}).rowcount == 1
+            if done:
+                self._batches.close_for_jobs(conn, [job_id], at)
+            return done
+
+    def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool:
+        with self._tx(transaction=False) as conn:
+            row = conn.execute(
+                self._sql["HAS_PENDING"], {"queues": list(queues), "tasks": list(tasks)}
+            ).fetchone()
+        return bool(row and row[0])
+
+    def find(self, queue: str, key: str) -> JobRecord | None:
+        """The job of ``queue`` holding idempotency key ``key``, or None."""
+        with self._tx(transaction=False) as conn:
+            row = conn.execute(
+                self._sql["SELECT_JOB_BY_KEY"], {"queue": queue, "key": key}
+            ).fetchone()
+        return JobRecord(*row) if row else None

@@ -1,0 +1,256 @@
+"""The job life cycle on PostgreSQL: enqueue, finish-and-claim, leases, release, the reaper."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from durq.failpoints import hit
+from durq.model import Claimed, Inserted, NewJob, Outcome, ReapSummary
+from durq.store.postgres.base import PostgresBase
+from durq.store.postgres.connection import translate
+
+
+class JobsMixin(PostgresBase):
+    """Enqueue (with its NOTIFY), claim and finish, leases, progress, release and reap."""
+
+    # -- enqueue --------------------------------------------------------------------------
+
+    def enqueue(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Inserted]:
+        if any(job.batch_id is not None for job in jobs):
+            return self._enqueue_in_batch(jobs, connection)
+        if connection is not None:
+            try:
+                return self._set_extras(connection, jobs, self._enqueue_on(connection, jobs))
+            except psycopg.Error as exc:
+                raise translate(exc, self.options) from exc
+        if (
+            len(jobs) == 1
+            and jobs[0].key is None
+            and not jobs[0].has_extras
+            and jobs[0].limit is None
+            and not jobs[0].has_hooks
+        ):
+            job = jobs[0]
+            params = {
+                "at": self._at(), "queue": job.queue, "task": job.task, "payload": job.payload,
+                "priority": job.priority, "run_at": job.run_at, "delay": float(job.delay),
+                "max_attempts": job.max_attempts, "meta": job.meta, "channel": self.channel,
+            }  # fmt: skip
+            with self._tx(transaction=False) as conn:  # one statement: its own transaction
+                row = conn.execute(self._sql["INSERT_ONE"], params).fetchone()
+            assert row is not None
+            return [Inserted(int(row[0]), True, float(row[1]), float(row[2]))]
+        with self._tx() as conn:
+            return self._set_extras(conn, jobs, self._enqueue_on(conn, jobs))
+
+    def _enqueue_on(self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[Inserted]:
+        at = self._at()
+        out: list[Inserted] = []
+        plain: list[NewJob] = []
+
+        def flush() -> None:
+            if not plain:
+                return
+            rows = conn.execute(
+                self._sql["INSERT_MANY"],
+                {
+                    "at": at,
+                    "queues": [j.queue for j in plain],
+                    "tasks": [j.task for j in plain],
+                    "payloads": [j.payload for j in plain],
+                    "priorities": [j.priority for j in plain],
+                    "run_ats": [None if j.run_at is None else float(j.run_at) for j in plain],
+                    "delays": [float(j.delay) for j in plain],
+                    "max_attempts": [j.max_attempts for j in plain],
+                    "metas": [j.meta for j in plain],
+                },
+            ).fetchall()
+            rows.sort(key=lambda r: r[0])  # identity values follow the insert order
+            out.extend(Inserted(int(r[0]), True, float(r[1]), float(r[2])) for r in rows)
+            plain.clear()
+
+        for job in jobs:
+            if job.key is None:
+                plain.append(job)
+                continue
+            flush()
+            params = {
+                "at": at, "queue": job.queue, "task": job.task, "payload": job.payload,
+                "priority": job.priority, "run_at": job.run_at, "delay": float(job.delay),
+                "max_attempts": job.max_attempts, "key": job.key, "meta": job.meta,
+            }  # fmt: skip
+            row = conn.execute(self._sql["INSERT_KEYED"], params).fetchone()
+            if row is not None:
+                out.append(Inserted(int(row[0]), True, float(row[1]), float(row[2])))
+            else:
+                existing = conn.execute(
+                    self._sql["SELECT_JOB_BY_KEY"], {"queue": job.queue, "key": job.key}
+                ).fetchone()
+                assert existing is not None  # the conflicting row is committed and visible
+                out.append(
+                    Inserted(int(existing[0]), False, float(existing[5]), float(existing[13]))
+                )
+        flush()
+        self._set_limits(conn, jobs, out)
+        self._set_hooks(conn, jobs, out)
+        for queue in sorted({j.queue for j in jobs}):
+            conn.execute(self._sql["NOTIFY"], {"channel": self.channel, "queue": queue})
+        return out
+
+    # -- running jobs ---------------------------------------------------------------------
+
+    def finish_and_claim(
+        self,
+        outcomes: Sequence[Outcome],
+        queues: Sequence[str],
+        tasks: Sequence[str],
+        limit: int,
+        lease: float,
+        worker_id: str,
+    ) -> tuple[list[bool], list[Claimed]]:
+        """Outcomes and the first queue's claim go in one statement (one round trip, one
+        commit); further queues, when the first did not fill ``limit``, are claimed after.
+        Outcomes of batch members run in one transaction with their batches' close; limited
+        jobs are claimed by their own pass (see :meth:`_claim_limited`)."""
+        at = self._at()
+        claimed: list[Claimed] = []
+        params: dict[str, Any] = {
+            "at": at,
+            "ids": [o.job_id for o in outcomes],
+            "tokens": [o.lease_token for o in outcomes],
+            "kinds": [o.kind for o in outcomes],
+            "results": [o.result for o in outcomes],
+            "errors": [json.dumps(o.error.to_dict()) if o.error else None for o in outcomes],
+            "delays": [float(o.delay) for o in outcomes],
+            "tasks": list(tasks),
+            "lease": lease,
+            "worker_id": worker_id,
+        }
+        claim_queues = list(queues) if limit > 0 else []
+        if outcomes:
+            if any(o.kind == "retry" for o in outcomes):
+                hit("retry_tx")
+            hit("finish_tx")
+        done: set[int] = set()
+        batched = any(o.batch_id is not None for o in outcomes)  # then close them in one tx
+        hooked = any(o.on_fail for o in outcomes)  # on_fail hook jobs: in the same tx
+        # limits: queues whose limited jobs waited last time are offered the slots first;
+        # the claims below skip limited jobs and report (a NULL row) queues that have some
+        first = [name for name in claim_queues if name in self._limited_queues]
+        for queue in first:
+            claimed.extend(
+                self._claim_limited(queue, tasks, limit - len(claimed), lease, worker_id)
+            )
+        seen: dict[str, bool] = {}
+        # one statement is its own transaction; claims over several queues share one
+        with self._tx(transaction=len(claim_queues) > 1 or batched or hooked) as conn:
+            if outcomes and not claim_queues:
+                done = {r[0] for r in conn.execute(self._sql["FINISH_MANY"], params).fetchall()}
+            elif outcomes:
+                queue = claim_queues.pop(0)
+                params["queue"], params["limit"] = queue, limit - len(claimed)
+                rows = []
+                seen[queue] = False
+                for r in conn.execute(self._sql["FINISH_AND_CLAIM"], params).fetchall():
+                    if r[0] is None:
+                        seen[queue] = True
+                    elif r[0]:
+                        rows.append(r[1:])
+                    else:
+                        done.add(r[1])
+                claimed.extend(self._claimed_in_order(rows))
+            if batched:
+                self._close_batches_of(conn, outcomes, done, at)
+            if hooked:
+                marked = [o.job_id for o in outcomes if o.on_fail and o.job_id in done]
+                self._fail_hooks(conn, marked, at, flagged=False)
+            for queue in claim_queues:
+                if len(claimed) >= limit:
+                    break
+                params["queue"], params["limit"] = queue, limit - len(claimed)
+                rows = conn.execute(self._sql["CLAIM"], params).fetchall()
+                seen[queue] = any(r[0] is None for r in rows)
+                claimed.extend(self._claimed_in_order([r[1:] for r in rows if r[0]]))
+        for queue, waiting in seen.items():
+            if not waiting:
+                self._limited_queues.discard(queue)
+                continue
+            self._limited_queues.add(queue)
+            if queue not in first:
+                claimed.extend(
+                    self._claim_limited(queue, tasks, limit - len(claimed), lease, worker_id)
+                )
+        if self._limited_ids and outcomes:
+            self._limited_finished([o.job_id for o in outcomes])
+        return [o.job_id in done for o in outcomes], claimed
+
+    @staticmethod
+    def _claimed_in_order(rows: Sequence[Sequence[Any]]) -> list[Claimed]:
+        """Claimed rows (id, queue, task, payload, attempts, max_attempts, token, requeues,
+        priority, run_at, batch_id) in claim order: RETURNING does not keep the ORDER BY."""
+        ordered = sorted(rows, key=lambda r: (r[8], r[9], r[0]))
+        return [
+            Claimed(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]), int(r[7]), r[10])
+            for r in ordered
+        ]
+
+    def extend_leases(self, leases: Sequence[tuple[int, int]], lease: float) -> list[int]:
+        if not leases:
+            return []
+        params = {
+            "at": self._at(),
+            "lease": lease,
+            "ids": [i for i, _ in leases],
+            "tokens": [t for _, t in leases],
+        }
+        hit("heartbeat_tx")
+        with self._tx(transaction=False) as conn:
+            kept = {r[0] for r in conn.execute(self._sql["EXTEND_LEASES"], params).fetchall()}
+        return [i for i, _ in leases if i not in kept]
+
+    def set_progress(self, job_id: int, token: int, progress: str) -> bool:
+        with self._tx(transaction=False) as conn:
+            cur = conn.execute(
+                self._sql["SET_PROGRESS"], {"id": job_id, "token": token, "progress": progress}
+            )
+            return cur.rowcount == 1
+
+    def release(
+        self, job_id: int, token: int, free_requeues: int, error: str, on_fail: bool = False
+    ) -> tuple[str, int] | None:
+        params = {
+            "at": self._at(),
+            "id": job_id,
+            "token": token,
+            "free": free_requeues,
+            "error": error,
+        }
+        with self._tx() as conn:  # a release that fails a job closes its batch with it
+            row = conn.execute(self._sql["RELEASE"], params).fetchone()
+            if row is not None and row[0] == "failed":
+                self._batches.close_for_jobs(conn, [job_id], self._at())
+                self._fail_hooks(conn, [job_id], self._at(), flagged=not on_fail)
+        return (row[0], row[1]) if row else None
+
+    def reap(self, fail_tasks: Sequence[str] = ()) -> ReapSummary:
+        at = self._at()
+        with self._tx() as conn:
+            rows = conn.execute(self._sql["REAP"], {"at": at}).fetchall()
+            self._batches.close_for_jobs(conn, [r[0] for r in rows if r[1] == "failed"], at)
+            failed = [r[0] for r in rows if r[1] == "failed"]
+            self._fail_hooks(conn, failed, at, flagged=True, tasks=fail_tasks)
+            at = conn.execute(self._sql["CLOCK"], {"at": at}).fetchone()
+            now = float(at[0]) if at else self.now()
+            summary = ReapSummary(
+                at=now,
+                recovered=sum(1 for r in rows if r[1] == "queued"),
+                failed=sum(1 for r in rows if r[1] == "failed"),
+                job_ids=tuple(sorted(int(r[0]) for r in rows)),
+            )
+            value = {"at": now, "recovered": summary.recovered, "failed": summary.failed}
+            conn.execute(self._sql["PUT_META"], {"key": "last_reap", "value": json.dumps(value)})
+        return summary

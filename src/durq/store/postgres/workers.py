@@ -1,0 +1,138 @@
+"""Workers on PostgreSQL: registrations, the status snapshot, wake-ups and leadership."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+
+import psycopg
+
+from durq.model import StatusData, WorkerInfo
+from durq.store.postgres import queries as q
+from durq.store.postgres.base import PostgresBase
+from durq.store.postgres.connection import lock_key
+
+
+class WorkersMixin(PostgresBase):
+    """Worker registrations, status data, the LISTEN thread and the advisory-lock leader."""
+
+    def register_worker(self, info: WorkerInfo) -> None:
+        params = {
+            "at": self._at(), "id": info.id, "host": info.host, "pid": info.pid,
+            "queues": json.dumps(list(info.queues)), "tasks": json.dumps(list(info.tasks)),
+            "lease": info.lease,
+        }  # fmt: skip
+        with self._tx() as conn:
+            conn.execute(self._sql["DELETE_DEAD_WORKERS"], {"at": params["at"]})
+            conn.execute(self._sql["UPSERT_WORKER"], params)
+
+    def touch_worker(self, worker_id: str) -> None:
+        with self._tx(transaction=False) as conn:
+            conn.execute(self._sql["TOUCH_WORKER"], {"at": self._at(), "id": worker_id})
+
+    def unregister_worker(self, worker_id: str) -> None:
+        with self._tx(transaction=False) as conn:
+            conn.execute(self._sql["DELETE_WORKER"], {"id": worker_id})
+
+    def status_data(self) -> StatusData:
+        at = self._at()
+        with self._tx() as conn:
+            row = conn.execute(self._sql["CLOCK"], {"at": at}).fetchone()
+            data = StatusData(now=float(row[0]) if row else self.now())
+            for queue, state, later, retried, n in conn.execute(
+                self._sql["COUNT_BY_STATE"], {"at": at}
+            ):
+                data.counts[(queue, state, later, retried)] = n
+            data.oldest_ready = {
+                r[0]: float(r[1]) for r in conn.execute(self._sql["OLDEST_READY"], {"at": at})
+            }
+            data.queued_tasks = [
+                (r[0], r[1], int(r[2])) for r in conn.execute(self._sql["QUEUED_TASKS"])
+            ]
+            for name, paused, reason, source, at in conn.execute(self._sql["SELECT_QUEUES"]):
+                if paused:
+                    data.paused[name] = {"reason": reason, "source": source, "at": at}
+            for r in conn.execute(self._sql["SELECT_WORKERS"]):
+                data.workers.append(
+                    WorkerInfo(
+                        r[0],
+                        r[1],
+                        r[2],
+                        tuple(json.loads(r[3])),
+                        tuple(json.loads(r[4])),
+                        r[5],
+                        r[6],
+                        r[7],
+                    )
+                )
+            meta = conn.execute(self._sql["GET_META"], {"key": "last_reap"}).fetchone()
+            data.last_reap = json.loads(meta[0]) if meta else None
+        return data
+
+    # -- wake-ups and leadership ----------------------------------------------------------
+
+    def changed(self) -> bool:
+        """True once a NOTIFY arrived since the last call (a listener thread waits for them)."""
+        if self._listener is None:
+            self._listener = threading.Thread(target=self._listen, name="durq-listen", daemon=True)
+            self._listener.start()
+            return True
+        if self._changed.is_set():
+            self._changed.clear()
+            return True
+        return False
+
+    def _listen(self) -> None:
+        pause = 0.1
+        while not self._closing.is_set():
+            try:
+                with psycopg.connect(self.options.conninfo, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {self.channel}")
+                    self._changed.set()  # anything may have happened while we were away
+                    pause = 0.1
+                    while not self._closing.is_set():
+                        for _ in conn.notifies(timeout=0.5, stop_after=1):
+                            self._changed.set()
+            except psycopg.Error:
+                self._changed.set()
+                self._closing.wait(pause)
+                pause = min(pause * 2, 5.0)
+
+    def lead(self, what: str = "maintenance", stale_after: float = 15.0) -> bool:
+        """True when this process should run the leader-only services now.
+
+        One process leads: the one holding an advisory lock on a dedicated session (if that
+        connection dies, the lock goes with it and another process takes over at its next
+        try). The leader stamps ``meta`` each time it is asked; a process that does not lead
+        also answers True when that stamp is older than ``stale_after`` seconds, so that a
+        frozen leader (SIGSTOP, a long pause) that still holds its session cannot stop
+        expired leases from being recovered. The reaper is one conditional UPDATE, so a
+        stand-in running it at the same time as a leader is harmless.
+        """
+        key = lock_key(self.options.schema, what)
+        with self._leader_lock:
+            conn = self._leader
+            try:
+                if conn is None or conn.closed:
+                    conn = self._leader = psycopg.connect(self.options.conninfo, autocommit=True)
+                    self._leads.clear()
+                if what not in self._leads:  # each name is its own advisory lock
+                    row = conn.execute(q.TRY_LEAD, {"key": key}).fetchone()
+                    if row and row[0]:
+                        self._leads.add(what)
+                stamp = f"leader:{what}"
+                if what in self._leads:
+                    conn.execute(self._sql["STAMP_LEADER"], {"key": stamp, "at": self._at()})
+                    return True
+                row = conn.execute(
+                    self._sql["LEADER_AGE"], {"key": stamp, "at": self._at()}
+                ).fetchone()
+                return row is None or row[0] is None or float(row[0]) > stale_after
+            except psycopg.Error:
+                if self._leader is not None:
+                    with contextlib.suppress(psycopg.Error):
+                        self._leader.close()
+                self._leader = None
+                self._leads.clear()
+                return False

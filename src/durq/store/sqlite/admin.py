@@ -1,0 +1,72 @@
+"""Reading and admin on SQLite: get, list, retry, cancel, purge, pending checks, find by key."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from durq.model import JobRecord
+from durq.store.sqlite import batches as sb
+from durq.store.sqlite import queries as q
+from durq.store.sqlite.base import SqliteBase
+
+
+class AdminMixin(SqliteBase):
+    """Reads of job rows and the admin transitions on them."""
+
+    def get(self, job_id: int) -> JobRecord | None:
+        rows = self._read(q.SELECT_JOB, {"id": job_id})
+        return JobRecord(*rows[0]) if rows else None
+
+    def list_jobs(
+        self, *, state: str | None, queue: str | None, task: str | None, limit: int
+    ) -> list[JobRecord]:
+        ready: int | None = None
+        if state == "scheduled":
+            state, ready = "queued", 0
+        elif state == "queued":
+            ready = 1
+        params = {
+            "state": state,
+            "ready": ready,
+            "now": self.now(),
+            "queue": queue,
+            "task": task,
+            "limit": limit,
+        }
+        return [JobRecord(*r) for r in self._read(q.LIST_JOBS, params)]
+
+    def retry(self, job_id: int) -> bool:
+        conn = self._conn()
+        with self._write():
+            cur = conn.execute(q.RETRY, {"id": job_id, "now": self.now()})
+            if cur.rowcount == 1:
+                sb.reopen_for_jobs(conn, [job_id])
+        return cur.rowcount == 1
+
+    def purge(self, queue: str, states: Sequence[str]) -> int:
+        conn = self._conn()
+        states_json = json.dumps(list(states))
+        with self._write():
+            hit_batches = sb.batches_in_purge(conn, queue, states_json)
+            cur = conn.execute(q.PURGE, {"queue": queue, "states": states_json})
+            sb.after_purge(conn, hit_batches, self.now())  # same transaction
+        return cur.rowcount
+
+    def cancel(self, job_id: int) -> bool:
+        conn = self._conn()
+        with self._write():
+            now = self.now()
+            cur = conn.execute(q.CANCEL, {"id": job_id, "now": now})
+            if cur.rowcount == 1:
+                sb.close_for_jobs(conn, [job_id], now)
+        return cur.rowcount == 1
+
+    def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool:
+        params = {"queues": json.dumps(list(queues)), "tasks": json.dumps(list(tasks))}
+        return bool(self._read(q.HAS_PENDING, params)[0][0])
+
+    def find(self, queue: str, key: str) -> JobRecord | None:
+        """The job of ``queue`` holding idempotency key ``key``, or None."""
+        rows = self._read(q.SELECT_JOB_BY_KEY, {"queue": queue, "key": key})
+        return JobRecord(*rows[0]) if rows else None

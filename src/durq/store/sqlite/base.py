@@ -1,0 +1,89 @@
+"""SqliteBase: what the per-concern mixins of :class:`SqliteStore` use of its plumbing."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Callable, Sequence
+
+    from durq.model import Claimed, Inserted, NewJob, Outcome
+    from durq.store.sqlite.connection import SqliteOptions
+
+
+class SqliteBase:
+    """The base of every mixin of :class:`durq.store.sqlite.store.SqliteStore`: empty at
+    run time.
+
+    For the type checker it declares the attributes and the plumbing of the store (store.py)
+    and the helpers one mixin calls on another, so that each mixin checks on its own; the
+    store and the mixins define them.
+    """
+
+    if TYPE_CHECKING:
+        path: str
+        options: SqliteOptions
+        _clock: Callable[[], float]
+        _data_version: int | None
+        _watch_conn: sqlite3.Connection | None
+
+        # plumbing (store.py)
+        def now(self) -> float: ...
+
+        def _conn(self) -> sqlite3.Connection: ...
+
+        def _write(self) -> Any: ...
+
+        def _read(self, sql: str, params: dict[str, Any] | None = None) -> list[Any]: ...
+
+        # jobs.py
+        def _insert(
+            self, conn: sqlite3.Connection, jobs: Sequence[NewJob], *, explicit_ids: bool
+        ) -> list[Inserted]: ...
+
+        # batching.py
+        def _close_batches_of(
+            self, outcomes: Sequence[Outcome], applied: Sequence[bool], now: float
+        ) -> None: ...
+
+        def _enqueue_in_batch(self, jobs: Sequence[NewJob], connection: Any) -> list[Inserted]: ...
+
+        # parking.py
+        @staticmethod
+        def _set_extras(
+            conn: sqlite3.Connection, jobs: Sequence[NewJob], inserted: list[Inserted]
+        ) -> list[Inserted]: ...
+
+        # limiting.py
+        @staticmethod
+        def _set_limits(
+            conn: sqlite3.Connection, jobs: Sequence[NewJob], out: Sequence[Inserted]
+        ) -> None: ...
+
+        def _claim_limited(
+            self, conn: sqlite3.Connection, params: dict[str, Any], limit: int
+        ) -> list[Claimed]: ...
+
+        # hooking.py
+        @staticmethod
+        def _set_hooks(
+            conn: sqlite3.Connection, jobs: Sequence[NewJob], out: Sequence[Inserted]
+        ) -> None: ...
+
+        @staticmethod
+        def _fail_hooks(
+            conn: sqlite3.Connection,
+            ids: Sequence[int],
+            now: float,
+            flagged: bool,
+            tasks: Sequence[str] = (),
+        ) -> None: ...
+
+        def _fail_hooks_of(
+            self,
+            conn: sqlite3.Connection,
+            outcomes: Sequence[Outcome],
+            applied: Sequence[bool],
+            now: float,
+        ) -> None: ...

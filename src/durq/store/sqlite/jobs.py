@@ -1,0 +1,252 @@
+"""The job life cycle on SQLite: enqueue, finish-and-claim, leases, release and the reaper."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from durq.errors import ConfigError
+from durq.failpoints import hit
+from durq.model import Claimed, Inserted, NewJob, Outcome, ReapSummary
+from durq.store.sqlite import batches as sb
+from durq.store.sqlite import queries as q
+from durq.store.sqlite.base import SqliteBase
+from durq.store.sqlite.connection import retry_busy, translate
+
+
+class JobsMixin(SqliteBase):
+    """Enqueue, claim and finish, lease extension, progress, release and reap."""
+
+    # -- enqueue --------------------------------------------------------------------------
+
+    def enqueue(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Inserted]:
+        if any(job.batch_id is not None for job in jobs):
+            return self._enqueue_in_batch(jobs, connection)
+        if connection is not None:
+            if not isinstance(connection, sqlite3.Connection):
+                raise ConfigError(
+                    f"connection= must be a sqlite3.Connection on {self.path}, "
+                    f"not {type(connection).__name__}"
+                )
+            try:
+                inserted = self._insert(connection, jobs, explicit_ids=False)
+                return self._set_extras(connection, jobs, inserted)
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path) from exc
+        conn = self._conn()
+        now = self.now()
+        if (
+            len(jobs) == 1
+            and jobs[0].key is None
+            and not jobs[0].has_extras
+            and jobs[0].limit is None
+            and not jobs[0].has_hooks
+        ):
+            # One row, one statement: SQLite wraps it in its own write transaction.
+            job = jobs[0]
+            run_at = now + job.delay if job.run_at is None else job.run_at
+            row = {
+                "queue": job.queue, "task": job.task, "payload": job.payload,
+                "priority": job.priority, "run_at": run_at, "max_attempts": job.max_attempts,
+                "key": None, "created_at": now, "meta": job.meta,
+            }  # fmt: skip
+            try:
+                hit = retry_busy(lambda: conn.execute(q.INSERT_ONE, row).fetchone(), self.options)
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path) from exc
+            return [Inserted(int(hit[0]), True, run_at, now)]
+        with self._write():
+            return self._set_extras(conn, jobs, self._insert(conn, jobs, explicit_ids=True))
+
+    def _insert(
+        self, conn: sqlite3.Connection, jobs: Sequence[NewJob], *, explicit_ids: bool
+    ) -> list[Inserted]:
+        """Insert on ``conn`` inside whatever transaction it has open.
+
+        With ``explicit_ids`` (only under our own ``BEGIN IMMEDIATE``, where nobody else can
+        insert) plain rows get ids from ``sqlite_sequence`` and go in one ``executemany``;
+        otherwise each row is inserted on its own and SQLite assigns its id.
+        """
+        now = self.now()
+        out: list[Inserted] = []
+        next_id = conn.execute(q.LAST_JOB_ID).fetchone()[0] if explicit_ids else 0
+        plain: list[tuple[Any, ...]] = []
+        for job in jobs:
+            run_at = now + job.delay if job.run_at is None else job.run_at
+            if job.key is None and not explicit_ids:
+                row = {
+                    "queue": job.queue, "task": job.task, "payload": job.payload,
+                    "priority": job.priority, "run_at": run_at, "max_attempts": job.max_attempts,
+                    "key": None, "created_at": now, "meta": job.meta,
+                }  # fmt: skip
+                out.append(
+                    Inserted(conn.execute(q.INSERT_ONE, row).fetchone()[0], True, run_at, now)
+                )
+                continue
+            if job.key is None:
+                next_id += 1
+                plain.append((
+                    next_id, job.queue, job.task, job.payload, job.priority, run_at,
+                    job.max_attempts, None, now, job.meta,
+                ))  # fmt: skip
+                out.append(Inserted(next_id, True, run_at, now))
+                continue
+            # Keyed rows go one by one: a conflict returns the existing job.
+            if plain:
+                conn.executemany(q.INSERT_JOB, plain)
+                plain = []
+            row = {
+                "queue": job.queue, "task": job.task, "payload": job.payload,
+                "priority": job.priority, "run_at": run_at, "max_attempts": job.max_attempts,
+                "key": job.key, "created_at": now, "meta": job.meta,
+            }  # fmt: skip
+            hit = conn.execute(q.INSERT_JOB_KEYED, row).fetchone()
+            if hit is not None:
+                out.append(Inserted(hit[0], True, run_at, now))
+                next_id = max(next_id, hit[0])
+            else:
+                key = {"queue": job.queue, "key": job.key}
+                existing = conn.execute(q.SELECT_JOB_BY_KEY, key).fetchone()
+                out.append(Inserted(existing[0], False, existing[5], existing[13]))
+        if plain:
+            conn.executemany(q.INSERT_JOB, plain)
+        self._set_limits(conn, jobs, out)
+        self._set_hooks(conn, jobs, out)
+        return out
+
+    # -- running jobs ---------------------------------------------------------------------
+
+    def finish_and_claim(
+        self,
+        outcomes: Sequence[Outcome],
+        queues: Sequence[str],
+        tasks: Sequence[str],
+        limit: int,
+        lease: float,
+        worker_id: str,
+    ) -> tuple[list[bool], list[Claimed]]:
+        conn = self._conn()
+        applied: list[bool] = []
+        claimed: list[Claimed] = []
+        tasks_json = json.dumps(list(tasks))
+        if not outcomes and (limit <= 0 or not self._ready(conn, queues, tasks_json)):
+            return applied, claimed  # nothing to write: no write lock taken
+        with self._write():
+            now = self.now()  # after the lock is ours: a wait for it must not shorten leases
+            for o in outcomes:
+                applied.append(self._finish_one(conn, o, now))
+            if outcomes:
+                self._close_batches_of(outcomes, applied, now)
+                self._fail_hooks_of(conn, outcomes, applied, now)
+                hit("finish_tx")
+            if limit > 0 and queues:
+                params: dict[str, Any] = {
+                    "tasks": tasks_json,
+                    "now": now,
+                    "expires": now + lease,
+                    "worker_id": worker_id,
+                }
+                for queue in queues:
+                    params["queue"] = queue
+                    claimed.extend(self._claim_limited(conn, params, limit - len(claimed)))
+                    if len(claimed) >= limit:
+                        break
+                    params["limit"] = limit - len(claimed)
+                    rows = conn.execute(q.CLAIM, params).fetchall()
+                    rows.sort(key=lambda r: (r[8], r[9], r[0]))
+                    claimed.extend(
+                        Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10]) for r in rows
+                    )
+                    if len(claimed) >= limit:
+                        break
+        return applied, claimed
+
+    def _ready(self, conn: sqlite3.Connection, queues: Sequence[str], tasks_json: str) -> bool:
+        """A read (no lock): is any job of these queues and tasks due? Claims only then."""
+        try:
+            row = conn.execute(
+                q.ANY_READY,
+                {"queues": json.dumps(list(queues)), "tasks": tasks_json, "now": self.now()},
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        return bool(row and row[0])
+
+    @staticmethod
+    def _finish_one(conn: sqlite3.Connection, o: Outcome, now: float) -> bool:
+        if o.kind == "succeeded":
+            params: dict[str, Any] = {
+                "id": o.job_id,
+                "token": o.lease_token,
+                "result": o.result,
+                "now": now,
+            }
+            return conn.execute(q.FINISH_SUCCEEDED, params).rowcount == 1
+        error = json.dumps(o.error.to_dict()) if o.error else "{}"
+        params = {"id": o.job_id, "token": o.lease_token, "error": error, "now": now}
+        if o.kind == "retry":
+            params["run_at"] = now + o.delay
+            done = conn.execute(q.FINISH_RETRY, params).rowcount == 1
+            hit("retry_tx")
+            return done
+        return conn.execute(q.FINISH_FAILED, params).rowcount == 1
+
+    def extend_leases(self, leases: Sequence[tuple[int, int]], lease: float) -> list[int]:
+        if not leases:
+            return []
+        conn = self._conn()
+        lost: list[int] = []
+        with self._write():
+            expires = self.now() + lease  # after the lock is ours, not before the wait for it
+            for job_id, token in leases:
+                cur = conn.execute(
+                    q.EXTEND_LEASE, {"id": job_id, "token": token, "expires": expires}
+                )
+                if cur.rowcount != 1:
+                    lost.append(job_id)
+            hit("heartbeat_tx")
+        return lost
+
+    def set_progress(self, job_id: int, token: int, progress: str) -> bool:
+        conn = self._conn()
+        with self._write():
+            cur = conn.execute(q.SET_PROGRESS, {"id": job_id, "token": token, "progress": progress})
+        return cur.rowcount == 1
+
+    def release(
+        self, job_id: int, token: int, free_requeues: int, error: str, on_fail: bool = False
+    ) -> tuple[str, int] | None:
+        conn = self._conn()
+        params: dict[str, Any] = {
+            "id": job_id,
+            "token": token,
+            "free": free_requeues,
+            "error": error,
+        }
+        with self._write():
+            params["now"] = self.now()
+            row = conn.execute(q.RELEASE, params).fetchone()
+            if row is not None and row[0] == "failed":
+                sb.close_for_jobs(conn, [job_id], params["now"])
+                self._fail_hooks(conn, [job_id], params["now"], flagged=not on_fail)
+        return (row[0], row[1]) if row else None
+
+    def reap(self, fail_tasks: Sequence[str] = ()) -> ReapSummary:
+        conn = self._conn()
+        with self._write():
+            now = self.now()
+            rows = conn.execute(q.REAP, {"now": now}).fetchall()
+            sb.close_for_jobs(conn, [r[0] for r in rows if r[1] == "failed"], now)
+            failed = [r[0] for r in rows if r[1] == "failed"]
+            self._fail_hooks(conn, failed, now, flagged=True, tasks=fail_tasks)
+            summary = ReapSummary(
+                at=now,
+                recovered=sum(1 for r in rows if r[1] == "queued"),
+                failed=sum(1 for r in rows if r[1] == "failed"),
+                job_ids=tuple(sorted(r[0] for r in rows)),
+            )
+            value = {"at": now, "recovered": summary.recovered, "failed": summary.failed}
+            conn.execute(q.PUT_META, {"key": "last_reap", "value": json.dumps(value)})
+        return summary

@@ -1,0 +1,89 @@
+"""Workers on SQLite: registrations, the status snapshot, leadership and the change counter."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from durq.model import StatusData, WorkerInfo
+from durq.store.sqlite import queries as q
+from durq.store.sqlite.base import SqliteBase
+from durq.store.sqlite.connection import connect, translate
+
+
+class WorkersMixin(SqliteBase):
+    """Worker registrations, status data, leadership (everyone leads) and change detection."""
+
+    def register_worker(self, info: WorkerInfo) -> None:
+        conn = self._conn()
+        params = {
+            "id": info.id,
+            "host": info.host,
+            "pid": info.pid,
+            "queues": json.dumps(list(info.queues)),
+            "tasks": json.dumps(list(info.tasks)),
+            "now": self.now(),
+            "lease": info.lease,
+        }
+        with self._write():
+            conn.execute(q.DELETE_DEAD_WORKERS, {"now": params["now"]})
+            conn.execute(q.UPSERT_WORKER, params)
+
+    def touch_worker(self, worker_id: str) -> None:
+        conn = self._conn()
+        with self._write():
+            conn.execute(q.TOUCH_WORKER, {"id": worker_id, "now": self.now()})
+
+    def unregister_worker(self, worker_id: str) -> None:
+        conn = self._conn()
+        with self._write():
+            conn.execute(q.DELETE_WORKER, {"id": worker_id})
+
+    def status_data(self) -> StatusData:
+        conn = self._conn()
+        now = self.now()
+        data = StatusData(now=now)
+        try:
+            conn.execute("BEGIN")  # one consistent read snapshot
+            try:
+                for queue, state, later, retried, n in conn.execute(q.COUNT_BY_STATE, {"now": now}):
+                    data.counts[(queue, state, later, retried)] = n
+                data.oldest_ready = dict(conn.execute(q.OLDEST_READY, {"now": now}).fetchall())
+                data.queued_tasks = [tuple(r) for r in conn.execute(q.QUEUED_TASKS)]
+                for name, paused, reason, source, at in conn.execute(q.SELECT_QUEUES):
+                    if paused:
+                        data.paused[name] = {"reason": reason, "source": source, "at": at}
+                for r in conn.execute(q.SELECT_WORKERS):
+                    data.workers.append(
+                        WorkerInfo(
+                            r[0],
+                            r[1],
+                            r[2],
+                            tuple(json.loads(r[3])),
+                            tuple(json.loads(r[4])),
+                            r[5],
+                            r[6],
+                            r[7],
+                        )
+                    )
+                row = conn.execute(q.GET_META, {"key": "last_reap"}).fetchone()
+                data.last_reap = json.loads(row[0]) if row else None
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        return data
+
+    def lead(self, what: str = "maintenance", stale_after: float = 15.0) -> bool:
+        """Every SQLite worker may run the reaper: it is one conditional UPDATE."""
+        return True
+
+    def changed(self) -> bool:
+        if self._watch_conn is None:
+            self._watch_conn = connect(self.options)
+        try:
+            version = int(self._watch_conn.execute(q.DATA_VERSION).fetchone()[0])
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        seen, self._data_version = self._data_version, version
+        return seen is None or seen != version
