@@ -39,7 +39,7 @@ class JobContext:
     _steps: StepStore | None = field(default=None, repr=False)
     _will_retry: Callable[[BaseException], bool] | None = field(default=None, repr=False)
     #: (time, progress JSON) written through a :func:`direct_context`; empty otherwise.
-    progress_log: list[tuple[float, str]] = field(default_factory=list, repr=False)
+    progress_log: list[tuple[float, str]] = field(default_factory=list, repr=False, init=False)
 
     @property
     def lease_lost(self) -> bool:
