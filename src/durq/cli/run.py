@@ -71,6 +71,12 @@ from durq.observability.events import configure_json_logging
     help="Seconds between pruner passes (0 turns it off).",
 )
 @click.option("--no-prune", is_flag=True, help="Do not run the pruner in this worker.")
+@click.option(
+    "--autoreload",
+    is_flag=True,
+    help="Development: restart the worker when a *.py file under the current directory "
+    "changes (running jobs finish within --grace first).",
+)
 def worker(
     app_spec: str,
     db: str | None,
@@ -85,12 +91,23 @@ def worker(
     retain: tuple[str, ...],
     prune_interval: float,
     no_prune: bool,
+    autoreload: bool,
 ) -> None:
     """Run a worker for the tasks of MODULE:ATTR (a durq.Durq; MODULE alone means MODULE:dq).
     SIGTERM/SIGINT: graceful shutdown within --grace; a second signal exits at once.
     Events: JSON lines on stderr."""
     import logging
 
+    if autoreload:
+        from pathlib import Path
+
+        from durq.cli.reload import supervise
+
+        raw = sys.argv[1:]
+        if "worker" not in raw:
+            fail("--autoreload works from the command line (durq worker ... --autoreload)")
+        argv = [a for a in raw[raw.index("worker") :] if a != "--autoreload"]
+        sys.exit(supervise(argv, [Path.cwd()]))
     configure_json_logging(level=getattr(logging, log_level.upper()))
     app = load_app(app_spec, db)
     chosen = [q for q in queues.split(",") if q] if queues else None
