@@ -238,3 +238,24 @@ def test_periodic_list_needs_no_database_and_shows_no_anchor_as_a_slot(
     app.store.periodic_anchor(["tick"], app.store.now())  # a scheduler started, nothing ran
     (row,) = json.loads(cli("periodic", "list", "--app", "shop:dq", "--json", cwd=project).stdout)
     assert row["last_slot"] is None and row["last_job_id"] is None
+
+
+def test_jobs_show_hides_what_does_not_apply(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    dq = durq.Durq(db)
+
+    @dq.task
+    def work() -> str:
+        durq.context().progress(0.5, "half way")
+        return "done"
+
+    job = work.enqueue()
+    waiting = cli("jobs", "show", str(job.id), "--db", db, cwd=tmp_path).stdout
+    assert "run at" in waiting and "worker" not in waiting and "started" not in waiting
+    dq.run_until_idle()
+    shown = cli("jobs", "show", str(job.id), "--db", db, cwd=tmp_path).stdout
+    assert "result: \"done\"" in shown and "finished" in shown
+    for absent in ("half way", "deadline", "park ttl", "notice at", "key:", "meta:", ": -"):
+        assert absent not in shown, (absent, shown)
+    full = json.loads(cli("jobs", "show", str(job.id), "--db", db, "--json", cwd=tmp_path).stdout)
+    assert full["progress"]["message"] == "half way" and full["deadline"] is None
