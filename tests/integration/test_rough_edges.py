@@ -259,3 +259,27 @@ def test_jobs_show_hides_what_does_not_apply(tmp_path: Path) -> None:
         assert absent not in shown, (absent, shown)
     full = json.loads(cli("jobs", "show", str(job.id), "--db", db, "--json", cwd=tmp_path).stdout)
     assert full["progress"]["message"] == "half way" and full["deadline"] is None
+
+
+def test_no_help_text_shows_raw_markup() -> None:
+    import click
+
+    from durq.cli import cli as root
+
+    def walk(group: click.Group, path: str) -> list[tuple[str, str]]:
+        out = []
+        for name, cmd in group.commands.items():
+            out.append((f"{path} {name}", cmd.help or ""))
+            if isinstance(cmd, click.Group):
+                out.extend(walk(cmd, f"{path} {name}"))
+        return out
+
+    marked = [(name, text) for name, text in walk(root, "durq") if "``" in text or ":func:" in text]
+    assert marked == []
+    out = subprocess.run(
+        [sys.executable, "-m", "examples.podcast_import", "--help"],
+        capture_output=True, text=True, cwd=Path(__file__).parents[2], timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0 and "``" not in out.stdout
+    demo_line = next(line for line in out.stdout.splitlines() if line.startswith("demo "))
+    assert "hosting migration" not in demo_line

@@ -28,7 +28,7 @@ from durq.store.sqlite.connection import parse_url
 
 @cli.group()
 def batches() -> None:
-    """Inspect batches (jobs enqueued inside ``with dq.batch(...)``)."""
+    """Inspect batches (the jobs enqueued inside a `with dq.batch(...)` block)."""
 
 
 @batches.command("show")
