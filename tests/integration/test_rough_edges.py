@@ -254,7 +254,7 @@ def test_jobs_show_hides_what_does_not_apply(tmp_path: Path) -> None:
     assert "run at" in waiting and "worker" not in waiting and "started" not in waiting
     dq.run_until_idle()
     shown = cli("jobs", "show", str(job.id), "--db", db, cwd=tmp_path).stdout
-    assert "result: \"done\"" in shown and "finished" in shown
+    assert 'result: "done"' in shown and "finished" in shown
     for absent in ("half way", "deadline", "park ttl", "notice at", "key:", "meta:", ": -"):
         assert absent not in shown, (absent, shown)
     full = json.loads(cli("jobs", "show", str(job.id), "--db", db, "--json", cwd=tmp_path).stdout)
