@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -238,6 +239,26 @@ def test_periodic_list_needs_no_database_and_shows_no_anchor_as_a_slot(
     app.store.periodic_anchor(["tick"], app.store.now())  # a scheduler started, nothing ran
     (row,) = json.loads(cli("periodic", "list", "--app", "shop:dq", "--json", cwd=project).stdout)
     assert row["last_slot"] is None and row["last_job_id"] is None
+
+
+def test_periodic_list_prints_times_in_the_format_jobs_list_uses(
+    user_app: tuple[Path, Path],
+) -> None:
+    """One format for a point in time in every table (periodic list alone printed ISO 8601
+    with a T and microseconds)."""
+    project, db = user_app
+    app = durq.Durq(f"sqlite:///{db}")
+    app.enqueue("tick", {}, delay=60)
+    app.close()
+    wide = {"COLUMNS": "200"}
+    stamp = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[+-]\d{4}")
+    listed = cli("jobs", "list", "--db", f"sqlite:///{db}", cwd=project, env=wide)
+    assert listed.returncode == 0, listed.stderr
+    assert stamp.search(listed.stdout), listed.stdout
+    periodic = cli("periodic", "list", "--app", "shop:dq", cwd=project, env=wide)
+    assert periodic.returncode == 0, periodic.stderr
+    assert stamp.search(periodic.stdout), periodic.stdout
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d\d", periodic.stdout), periodic.stdout
 
 
 def test_jobs_show_hides_what_does_not_apply(tmp_path: Path) -> None:

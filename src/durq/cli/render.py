@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, tzinfo
 from typing import Any
 
 from rich.console import Console
@@ -27,11 +28,19 @@ def ago(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
-def when(ts: float | None) -> str:
+#: The one format of a point in time in the CLI's tables (``--json`` keeps epoch seconds).
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S%z"
+
+
+def when(ts: float | None, tz: tzinfo | None = None) -> str:
+    """``ts`` (seconds since the epoch) as :data:`TIME_FORMAT` in ``tz`` (default: the local
+    time zone), or ``-`` for None; a value no calendar can show is printed as it is."""
     if ts is None:
         return "-"
     try:
-        return time.strftime("%Y-%m-%d %H:%M:%S%z", time.localtime(ts))
+        if tz is None:
+            return time.strftime(TIME_FORMAT, time.localtime(ts))
+        return datetime.fromtimestamp(ts, tz).strftime(TIME_FORMAT)
     except (OverflowError, OSError, ValueError, TypeError):
         return str(ts)
 

@@ -121,7 +121,13 @@ def periodic_list(app_spec: str, db: str | None, as_json: bool) -> None:
             }
         )
         table.add_row(
-            p.name, p.task, p.cron, p.tz, last_local or "-", str(job_id or "-"), next_local
+            p.name,
+            p.task,
+            p.cron,
+            p.tz,
+            render.when(last, p.tzinfo),  # in the schedule's own zone, as its cron reads
+            str(job_id or "-"),
+            render.when(upcoming, p.tzinfo),
         )
     if as_json:
         render.print_json(rows)
