@@ -23,6 +23,12 @@ from durq.observability.events import configure_json_logging
 )
 @click.option("--concurrency", "-c", default=10, show_default=True, type=click.IntRange(min=1))
 @click.option(
+    "--prefetch",
+    default=None,
+    type=click.IntRange(min=0),
+    help="Most jobs claimed ahead of the free slots (default: 2 x concurrency; 0: none).",
+)
+@click.option(
     "--lease", default=30.0, show_default=True, type=click.FloatRange(min=0.1), help="Seconds."
 )
 @click.option(
@@ -69,6 +75,7 @@ def worker(
     db: str | None,
     queues: str | None,
     concurrency: int,
+    prefetch: int | None,
     lease: float,
     heartbeat: float | None,
     grace: float,
@@ -90,6 +97,7 @@ def worker(
         w = app.worker(
             queues=[q for q in queues.split(",") if q] if queues else None,
             concurrency=concurrency,
+            prefetch=prefetch,
             lease=lease,
             heartbeat_interval=heartbeat,
             grace=grace,

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from durq.model import Claimed, Outcome
     from durq.registry import Registry
     from durq.worker.executor import Executor
+    from durq.worker.prefetch import Prefetch
     from durq.worker.state import Attempt, InFlight
 
 
@@ -34,6 +35,7 @@ class WorkerHost(Protocol):
         heartbeat_interval, poll_interval, idle_claim_interval, reap_interval: seconds.
         queues, task_names: what the worker claims.
         inflight: the attempts in hand and the free slots.
+        prefetch: the jobs claimed ahead of the free slots.
         executor: turns attempts into outcomes.
         claimer: the one writer of outcomes and claims.
     """
@@ -48,12 +50,17 @@ class WorkerHost(Protocol):
     queues: list[str]
     task_names: list[str]
     inflight: InFlight
+    prefetch: Prefetch
     executor: Executor
 
     @property
     def claimer(self) -> OutcomeSink: ...
 
     def dispatch(self, job: Claimed) -> None: ...
+
+    def start_prefetched(self) -> None: ...
+
+    def give_back(self, jobs: list[Claimed]) -> int: ...
 
     def report(self, attempt: Attempt, outcome: Outcome, applied: bool) -> None: ...
 

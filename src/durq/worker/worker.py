@@ -22,6 +22,7 @@ from durq.errors import ConfigError
 from durq.model import AttemptError, Claimed, Outcome, WorkerInfo
 from durq.observability import events
 from durq.worker.executor import Executor
+from durq.worker.prefetch import Prefetch
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from durq.worker.runners import AsyncRunner, ThreadRunner
 from durq.worker.scheduler import Scheduler
@@ -48,6 +49,11 @@ class Worker:
         queues: queues to serve, in turn; default: every queue a registered task names.
         concurrency: attempts at once (threads for ``def`` tasks; ``async def`` tasks share
             the same slots on one event loop).
+        prefetch: most jobs claimed ahead of the free slots (default 2 * concurrency; 0
+            turns it off), so that a slot that frees starts its next job without waiting
+            for a commit. Only while jobs are short: see :mod:`durq.worker.prefetch`.
+            Jobs with a limit and jobs of a paused queue are never claimed ahead; jobs
+            held at shutdown go back without spending an attempt.
         lease: seconds a claim lasts without a heartbeat (default 30).
         heartbeat_interval: seconds between lease extensions (default lease / 3).
         grace: seconds running jobs get to finish at shutdown (default 30).
@@ -74,6 +80,7 @@ class Worker:
         *,
         queues: Sequence[str] | None = None,
         concurrency: int = 10,
+        prefetch: int | None = None,
         lease: float = 30.0,
         heartbeat_interval: float | None = None,
         grace: float = 30.0,
@@ -89,6 +96,8 @@ class Worker:
             raise ConfigError("the app has no registered tasks; nothing to run")
         if concurrency < 1:
             raise ConfigError(f"concurrency must be >= 1, not {concurrency}")
+        if prefetch is not None and prefetch < 0:
+            raise ConfigError(f"prefetch must be >= 0, not {prefetch}")
         if not lease > 0:
             raise ConfigError(f"lease must be > 0 seconds, not {lease}")
         if grace < 0 or free_requeues < 0:
@@ -111,6 +120,7 @@ class Worker:
         self.executor = Executor(app)
         self.claimer = Claimer(self)
         self.inflight = InFlight(concurrency, on_free=self.claimer.wake)
+        self.prefetch = Prefetch(2 * concurrency if prefetch is None else prefetch, concurrency)
         self.heartbeat = Heartbeat(self)
         self.reaper = Reaper(self)
         self.timeouts = Timeouts(self)
@@ -250,6 +260,7 @@ class Worker:
         if not self._started:
             return self.exit_code
         self.claimer.stop_claiming()
+        given_back = self.give_back(self.prefetch.close())
         self.timeouts.stop()
         deadline = time.monotonic() + grace
         with self.inflight.lock:
@@ -282,6 +293,7 @@ class Worker:
             events.WORKER_STOPPED,
             worker_id=self.id,
             released=len(abandoned),
+            given_back=given_back,
             exit_code=self.exit_code,
         )
         return self.exit_code
@@ -311,10 +323,27 @@ class Worker:
             )
         self.inflight.settle(attempt)
 
+    def give_back(self, jobs: list[Claimed]) -> int:
+        """Return prefetched jobs that never started to the queue, attempt handed back
+        (``Store.give_back``). On a store error they stay leased until the lease lapses;
+        the reaper then requeues them (charged, like any lost lease). Returns how many."""
+        if not jobs:
+            return 0
+        try:
+            return len(self.app.store.give_back([(j.id, j.lease_token) for j in jobs]))
+        except Exception as exc:  # noqa: BLE001 - the lease will expire and the reaper requeues
+            log.warning("could not give back %d prefetched jobs: %s", len(jobs), exc)
+            return 0
+
     # -- running attempts -----------------------------------------------------------------
 
+    def start_prefetched(self) -> None:
+        """Start prefetched jobs in the free slots (the claimer, and each runner thread as
+        its job returns: a slot never waits for a commit to start its next job)."""
+        self.prefetch.start(self.inflight.free_slots, self.dispatch)
+
     def dispatch(self, job: Claimed) -> None:
-        """Hand a claimed job to the runner (called by the claimer)."""
+        """Hand a claimed job to the runner (called under the prefetch's lock)."""
         task = self.app.tasks.get(job.task)
         ctx = JobContext(
             job.id,
@@ -356,16 +385,20 @@ class Worker:
             outcome = self.executor.run_sync(attempt.job, attempt.ctx)
         except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt in a task
             outcome = self._internal_failure(attempt, exc)
+        self.prefetch.ran(time.monotonic() - attempt.started)
         if self.inflight.returned(attempt):
             self.claimer.submit(attempt, outcome)
+        self.start_prefetched()
 
     async def _run_async(self, attempt: Attempt) -> None:
         try:
             outcome = await self.executor.run_async(attempt.job, attempt.ctx)
         except BaseException as exc:  # noqa: BLE001
             outcome = self._internal_failure(attempt, exc)
+        self.prefetch.ran(time.monotonic() - attempt.started)
         if self.inflight.returned(attempt):
             self.claimer.submit(attempt, outcome)
+        self.start_prefetched()
 
     def _internal_failure(self, attempt: Attempt, exc: BaseException) -> Outcome:
         """An outcome for an error that escaped the executor's own steps; never raises."""

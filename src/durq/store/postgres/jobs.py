@@ -111,13 +111,21 @@ class JobsMixin(PostgresBase):
         limit: int,
         lease: float,
         worker_id: str,
+        limited: int | None = None,
     ) -> tuple[list[bool], list[Claimed]]:
         """Outcomes and the first queue's claim go in one statement (one round trip, one
         commit); further queues, when the first did not fill ``limit``, are claimed after.
         Outcomes of batch members run in one transaction with their batches' close; limited
-        jobs are claimed by their own pass (see :meth:`_claim_limited`)."""
+        jobs are claimed by their own pass (see :meth:`_claim_limited`), at most
+        ``limited`` of them, and come first in the list returned."""
         at = self._at()
         claimed: list[Claimed] = []
+        capped: list[Claimed] = []
+        budget = limit if limited is None else min(limited, limit)
+
+        def room() -> int:
+            return min(limit - len(claimed) - len(capped), budget - len(capped))
+
         params: dict[str, Any] = {
             "at": at,
             "ids": [o.job_id for o in outcomes],
@@ -142,9 +150,7 @@ class JobsMixin(PostgresBase):
         # the claims below skip limited jobs and report (a NULL row) queues that have some
         first = [name for name in claim_queues if name in self._limited_queues]
         for queue in first:
-            claimed.extend(
-                self._claim_limited(queue, tasks, limit - len(claimed), lease, worker_id)
-            )
+            capped.extend(self._claim_limited(queue, tasks, room(), lease, worker_id))
         seen: dict[str, bool] = {}
         # one statement is its own transaction; claims over several queues share one
         with self._tx(transaction=len(claim_queues) > 1 or batched or hooked) as conn:
@@ -152,7 +158,7 @@ class JobsMixin(PostgresBase):
                 done = {r[0] for r in conn.execute(self._sql["FINISH_MANY"], params).fetchall()}
             elif outcomes:
                 queue = claim_queues.pop(0)
-                params["queue"], params["limit"] = queue, limit - len(claimed)
+                params["queue"], params["limit"] = queue, limit - len(claimed) - len(capped)
                 rows = []
                 seen[queue] = False
                 for r in conn.execute(self._sql["FINISH_AND_CLAIM"], params).fetchall():
@@ -169,9 +175,9 @@ class JobsMixin(PostgresBase):
                 marked = [o.job_id for o in outcomes if o.on_fail and o.job_id in done]
                 self._fail_hooks(conn, marked, at, flagged=False)
             for queue in claim_queues:
-                if len(claimed) >= limit:
+                if len(claimed) + len(capped) >= limit:
                     break
-                params["queue"], params["limit"] = queue, limit - len(claimed)
+                params["queue"], params["limit"] = queue, limit - len(claimed) - len(capped)
                 rows = conn.execute(self._sql["CLAIM"], params).fetchall()
                 seen[queue] = any(r[0] is None for r in rows)
                 claimed.extend(self._claimed_in_order([r[1:] for r in rows if r[0]]))
@@ -181,12 +187,27 @@ class JobsMixin(PostgresBase):
                 continue
             self._limited_queues.add(queue)
             if queue not in first:
-                claimed.extend(
-                    self._claim_limited(queue, tasks, limit - len(claimed), lease, worker_id)
-                )
+                capped.extend(self._claim_limited(queue, tasks, room(), lease, worker_id))
         if self._limited_ids and outcomes:
             self._limited_finished([o.job_id for o in outcomes])
-        return [o.job_id in done for o in outcomes], claimed
+        return [o.job_id in done for o in outcomes], capped + claimed
+
+    def give_back(self, leases: Sequence[tuple[int, int]]) -> list[int]:
+        if not leases:
+            return []
+        params = {
+            "ids": [i for i, _ in leases],
+            "tokens": [t for _, t in leases],
+            "channel": self.channel,
+        }
+        with self._tx(transaction=False) as conn:
+            back = {int(r[0]) for r in conn.execute(self._sql["GIVE_BACK"], params).fetchall()}
+        return [i for i, _ in leases if i in back]
+
+    def paused_among(self, queues: Sequence[str]) -> set[str]:
+        with self._tx(transaction=False) as conn:
+            rows = conn.execute(self._sql["PAUSED_AMONG"], {"queues": list(queues)}).fetchall()
+        return {r[0] for r in rows}
 
     @staticmethod
     def _claimed_in_order(rows: Sequence[Sequence[Any]]) -> list[Claimed]:

@@ -181,6 +181,21 @@ WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
 RETURNING state, attempts
 """
 
+# Prefetch: a job claimed ahead that never started goes back as it was (attempt handed back,
+# no error entry, run_at kept so it goes first), with a wake-up for its queue.
+GIVE_BACK = """
+WITH back AS (
+    UPDATE {s}.jobs AS j
+    SET state = 'queued', attempts = greatest(j.attempts - 1, 0),
+        lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS l(id, token)
+    WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'running'
+    RETURNING j.id, j.queue)
+SELECT id, pg_notify(%(channel)s, queue) FROM back
+"""
+
+PAUSED_AMONG = "SELECT name FROM {s}.queues WHERE paused AND name = ANY(%(queues)s::text[])"
+
 REAP = """
 UPDATE {s}.jobs
 SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,

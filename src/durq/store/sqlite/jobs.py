@@ -126,10 +126,13 @@ class JobsMixin(SqliteBase):
         limit: int,
         lease: float,
         worker_id: str,
+        limited: int | None = None,
     ) -> tuple[list[bool], list[Claimed]]:
         conn = self._conn()
         applied: list[bool] = []
         claimed: list[Claimed] = []
+        capped: list[Claimed] = []  # jobs with a limit: at most `limited`, returned first
+        limited = limit if limited is None else min(limited, limit)
         tasks_json = json.dumps(list(tasks))
         if not outcomes and (limit <= 0 or not self._ready(conn, queues, tasks_json)):
             return applied, claimed  # nothing to write: no write lock taken
@@ -150,18 +153,34 @@ class JobsMixin(SqliteBase):
                 }
                 for queue in queues:
                     params["queue"] = queue
-                    claimed.extend(self._claim_limited(conn, params, limit - len(claimed)))
-                    if len(claimed) >= limit:
+                    room = min(limit - len(claimed) - len(capped), limited - len(capped))
+                    capped.extend(self._claim_limited(conn, params, room))
+                    if len(claimed) + len(capped) >= limit:
                         break
-                    params["limit"] = limit - len(claimed)
+                    params["limit"] = limit - len(claimed) - len(capped)
                     rows = conn.execute(q.CLAIM, params).fetchall()
                     rows.sort(key=lambda r: (r[8], r[9], r[0]))
                     claimed.extend(
                         Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10]) for r in rows
                     )
-                    if len(claimed) >= limit:
+                    if len(claimed) + len(capped) >= limit:
                         break
-        return applied, claimed
+        return applied, capped + claimed
+
+    def give_back(self, leases: Sequence[tuple[int, int]]) -> list[int]:
+        if not leases:
+            return []
+        conn = self._conn()
+        back: list[int] = []
+        with self._write():
+            for job_id, token in leases:
+                if conn.execute(q.GIVE_BACK, {"id": job_id, "token": token}).rowcount == 1:
+                    back.append(job_id)
+        return back
+
+    def paused_among(self, queues: Sequence[str]) -> set[str]:
+        rows = self._read(q.PAUSED_AMONG, {"queues": json.dumps(list(queues))})
+        return {r[0] for r in rows}
 
     def _ready(self, conn: sqlite3.Connection, queues: Sequence[str], tasks_json: str) -> bool:
         """A read (no lock): is any job of these queues and tasks due? Claims only then."""

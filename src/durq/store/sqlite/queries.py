@@ -141,6 +141,19 @@ WHERE id = :id AND lease_token = :token AND state = 'running'
 RETURNING state, attempts
 """
 
+# Prefetch: a job claimed ahead that never started goes back as it was (attempt handed back,
+# no error entry, run_at kept so it goes first). See durq/worker/prefetch.py.
+GIVE_BACK = """
+UPDATE jobs
+SET state = 'queued', attempts = max(CAST(attempts AS INTEGER) - 1, 0),
+    lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+WHERE id = :id AND lease_token = :token AND state = 'running'
+"""
+
+PAUSED_AMONG = """
+SELECT name FROM queues WHERE paused = 1 AND name IN (SELECT value FROM json_each(:queues))
+"""
+
 # Reaper: leases past expiry go back to the queue (their attempt stays counted), or fail
 # when no attempts are left. The lost delivery is written into the error history. run_at is
 # left alone, so a recovered job keeps its place at the head of the queue instead of waiting
