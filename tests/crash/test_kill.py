@@ -16,7 +16,7 @@ from tests.support.procs import WorkerProc, wait_for
 pytestmark = pytest.mark.slow
 
 CONCURRENCY = 4
-PREFETCH = 2 * CONCURRENCY  # the worker's default: jobs claimed ahead of its free slots
+PREFETCH = max(2 * CONCURRENCY, 16)  # the worker's default: jobs claimed ahead of its free slots
 
 
 def parse_runs(path: Path) -> list[tuple[str, int, int, int]]:

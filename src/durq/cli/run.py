@@ -26,7 +26,7 @@ from durq.observability.events import configure_json_logging
     "--prefetch",
     default=None,
     type=click.IntRange(min=0),
-    help="Most jobs claimed ahead of the free slots (default: 2 x concurrency; 0: none).",
+    help="Most jobs claimed ahead of the free slots (default: 2 x concurrency, at least 16; 0: none).",
 )
 @click.option(
     "--lease", default=30.0, show_default=True, type=click.FloatRange(min=0.1), help="Seconds."

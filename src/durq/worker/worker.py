@@ -22,7 +22,7 @@ from durq.errors import ConfigError
 from durq.model import AttemptError, Claimed, Outcome, WorkerInfo
 from durq.observability import events
 from durq.worker.executor import Executor
-from durq.worker.prefetch import Prefetch
+from durq.worker.prefetch import Prefetch, default_depth
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from durq.worker.runners import AsyncRunner, ThreadRunner
 from durq.worker.scheduler import Scheduler
@@ -49,7 +49,8 @@ class Worker:
         queues: queues to serve, in turn; default: every queue a registered task names.
         concurrency: attempts at once (threads for ``def`` tasks; ``async def`` tasks share
             the same slots on one event loop).
-        prefetch: most jobs claimed ahead of the free slots (default 2 * concurrency; 0
+        prefetch: most jobs claimed ahead of the free slots (default
+            :func:`durq.worker.prefetch.default_depth`: 2 * concurrency, at least 16; 0
             turns it off), so that a slot that frees starts its next job without waiting
             for a commit. Only while jobs are short: see :mod:`durq.worker.prefetch`.
             Jobs with a limit and jobs of a paused queue are never claimed ahead; jobs
@@ -120,7 +121,8 @@ class Worker:
         self.executor = Executor(app)
         self.claimer = Claimer(self)
         self.inflight = InFlight(concurrency, on_free=self.claimer.wake)
-        self.prefetch = Prefetch(2 * concurrency if prefetch is None else prefetch, concurrency)
+        depth = default_depth(concurrency) if prefetch is None else prefetch
+        self.prefetch = Prefetch(depth, concurrency)
         self.heartbeat = Heartbeat(self)
         self.reaper = Reaper(self)
         self.timeouts = Timeouts(self)
@@ -220,10 +222,12 @@ class Worker:
             )
             os._exit(128 + signum)
         events.emit(events.WORKER_STOPPING, worker_id=self.id, signal=signum, grace=self.grace)
+        self.prefetch.stop_starting()
         self._stop_requested.set()
 
     def request_stop(self) -> None:
         """Ask :meth:`run` to shut down gracefully (thread-safe, returns at once)."""
+        self.prefetch.stop_starting()  # no prefetched job starts once a stop is asked for
         self._stop_requested.set()
 
     def crashed(self, service: str, exc: BaseException) -> None:

@@ -31,6 +31,20 @@ ORDER BY n
 RETURNING id, run_at, created_at
 """
 
+# enqueue_many by COPY (store/postgres/jobs.py): the database's time and n fresh ids from
+# the identity's sequence in one round trip, then the rows with those ids.
+RESERVE_IDS = """
+SELECT {s}.epoch(%(at)s),
+       array(SELECT nextval(pg_get_serial_sequence('{s}.jobs', 'id'))
+             FROM generate_series(1, %(n)s))
+"""
+
+COPY_JOBS = """
+COPY {s}.jobs (id, queue, task, payload, priority, run_at, max_attempts, state, created_at,
+               meta)
+FROM STDIN
+"""
+
 # One job, and the wake-up for its queue, in one statement (its own transaction).
 INSERT_ONE = """
 WITH ins AS (
