@@ -70,7 +70,18 @@ def main() -> None:
     parser.add_argument("--expect", type=int, default=0, help="drain: jobs expected to succeed")
     parser.add_argument("--profile", default=None)
     parser.add_argument("--go", action="store_true", help="drain: start on a `go` line")
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        choices=("debug", "info", "warning", "error"),
+        help="the worker's event level, as `durq worker --log-level` (JSON lines on stderr)",
+    )
     args = parser.parse_args()
+    import logging
+
+    from durq.observability.events import configure_json_logging
+
+    configure_json_logging(level=getattr(logging, args.log_level.upper()))
     if not args.url:
         parser.error(f"give --url or set {URL_ENV}")
     try:
