@@ -40,7 +40,9 @@ POINTS = {
     "after_task": 5,  # a task body returned; its outcome is not written
     "before_finish": 3,  # outcomes are about to be written
     "finish_tx": 3,  # inside the transaction that writes outcomes (and claims)
-    "retry_tx": 2,  # inside that transaction, right after a retry was written
+    # inside that transaction, right after a retry was written: the first such transaction
+    # (with prefetch on, the eight retries may all be written in one batch on PostgreSQL)
+    "retry_tx": 1,
     "heartbeat": 2,  # in the heartbeat loop, before extending leases
     "heartbeat_tx": 2,  # inside the lease-extension transaction
 }

@@ -40,7 +40,9 @@ class SqliteOptions:
         synchronous: ``full`` (default: a committed job survives power loss), ``normal``
             (faster; the last commits may be lost on power loss, never on a process crash)
             or ``extra``.
-        busy_timeout: seconds SQLite itself waits for another writer before reporting busy.
+        busy_timeout: seconds SQLite itself waits for another writer before reporting busy
+            (migrations and connection set-up; the store's own write transactions poll
+            ``BEGIN IMMEDIATE`` through the fair writer instead, up to ``lock_timeout``).
         lock_timeout: seconds durq keeps retrying a busy write before raising StoreBusy.
     """
 

@@ -7,13 +7,13 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from durq.errors import ConfigError, StoreBusy
+from durq.errors import ConfigError
 from durq.failpoints import hit
 from durq.model import Claimed, Inserted, NewJob, Outcome, ReapSummary
 from durq.store.sqlite import batches as sb
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.base import SqliteBase
-from durq.store.sqlite.connection import retry_busy, translate
+from durq.store.sqlite.connection import translate
 
 
 class JobsMixin(SqliteBase):
@@ -44,7 +44,8 @@ class JobsMixin(SqliteBase):
             and jobs[0].limit is None
             and not jobs[0].has_hooks
         ):
-            # One row, one statement: SQLite wraps it in its own write transaction.
+            # One row, one statement, in a write transaction of its own: BEGIN IMMEDIATE
+            # through the fair writer (an ordinary writer steps aside for heartbeats).
             job = jobs[0]
             run_at = now + job.delay if job.run_at is None else job.run_at
             row = {
@@ -52,15 +53,8 @@ class JobsMixin(SqliteBase):
                 "priority": job.priority, "run_at": run_at, "max_attempts": job.max_attempts,
                 "key": None, "created_at": now, "meta": job.meta,
             }  # fmt: skip
-            try:
-                with self._gate.turn(False, self.options.lock_timeout) as mine:
-                    if not mine:
-                        raise StoreBusy(f"{self.path}: no turn for the write lock")
-                    hit = retry_busy(
-                        lambda: conn.execute(q.INSERT_ONE, row).fetchone(), self.options
-                    )
-            except sqlite3.Error as exc:
-                raise translate(exc, self.path) from exc
+            with self._write():
+                hit = conn.execute(q.INSERT_ONE, row).fetchone()
             return [Inserted(int(hit[0]), True, run_at, now)]
         with self._write():
             return self._set_extras(conn, jobs, self._insert(conn, jobs, explicit_ids=True))
