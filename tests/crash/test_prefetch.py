@@ -59,4 +59,6 @@ def test_a_sigkill_with_prefetch_repeats_only_the_jobs_it_held(tmp_path: Path, u
         if victim.pid not in starts[job_id]:
             assert len(starts[job_id]) == 1
         record = app.get(job_id)
-        assert [e.kind for e in record.errors] == ["lease_lost"]  # charged, as documented
+        # charged, as documented; or (PostgreSQL) the outcome statement the worker had sent
+        # just before the kill committed after the snapshot above: then no error at all
+        assert [e.kind for e in record.errors] in ([], ["lease_lost"]), record.errors

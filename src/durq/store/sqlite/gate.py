@@ -137,6 +137,21 @@ class WriteGate:
                     fcntl.flock(self._fd, fcntl.LOCK_UN)
             self.turns.release()
 
+    def close(self) -> None:
+        """Close the ticket file (a store on this file was closed), once no writer of this
+        process is at the gate; a later write opens it again. An open file for writing
+        would keep its filesystem from being remounted read-only or unmounted."""
+        got = self.turns.acquire(True, 5.0)
+        try:
+            if self._fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._fd)
+            self._fd = None
+            self._opened = False
+        finally:
+            if got:
+                self.turns.release()
+
     def _close_gate(self) -> bool:
         assert self._fd is not None
         return _flock_within(self._fd, fcntl.LOCK_EX, MAX_CLOSE_WAIT)

@@ -157,6 +157,7 @@ class SqliteStore(
             if self._watch_conn is not None:
                 self._watch_conn.close()
                 self._watch_conn = None
+        self._gate.close()
         self._local = threading.local()
 
     def migrate(self) -> int:
