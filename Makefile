@@ -43,8 +43,9 @@ examples: $(DEV)
 test: $(DEV)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# BENCH_QUICK=1 make bench: smaller counts (a couple of minutes); BENCH_ARGS for any other option.
 bench: $(BENCH)
-	$(PY) -m bench
+	$(PY) -m bench $(if $(BENCH_QUICK),--quick) $(BENCH_ARGS)
 
 # Long run: `durq soak` (mixed jobs, workers killed at random, retention on; see
 # docs/guarantees.md), then the model test with many more examples than `make test` runs.

@@ -22,7 +22,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import cases, dashboard_cases, pg_cases
+from bench import cases, dashboard_cases, floor, litequeue_case, pg_cases
 from bench.common import machine_info
 from bench.pg import default_pg_url, server_info
 from bench.report import Results, Section, pg_section, render, sqlite_section, table_rows
@@ -45,7 +45,16 @@ def plan(base: str, sizes: cases.Sizes) -> Plan:
                 return cases.durq_drain(base, sizes.drain, sizes.chunk, c, mode)
 
             out.append((f"drain_{sync}_c{c}", drain))
+    for c in sizes.info_concurrencies:
+
+        def drain_info(c: int = c) -> dict[str, Any]:
+            return cases.durq_drain(base, sizes.drain, sizes.chunk, c, None, "info")
+
+        out.append((f"drain_full_c{c}_info", drain_info))
     out += [
+        ("floor_full", lambda: floor.sqlite_floor(base, sizes.floor_jobs, None)),
+        ("floor_normal", lambda: floor.sqlite_floor(base, sizes.floor_jobs, "normal")),
+        ("litequeue", lambda: litequeue_case.litequeue_put_pop(base, sizes.peer_jobs)),
         ("pickup", lambda: cases.durq_pickup(base, sizes.latency_samples, sizes.latency_gap)),
         ("memory", lambda: cases.durq_memory(base, sizes.memory_jobs, sizes.chunk)),
         ("history", lambda: cases.durq_history(base, sizes)),
@@ -78,7 +87,7 @@ def pg_plan(base: str, url: str, sizes: cases.Sizes) -> Plan:
         ),
     ]
     drains = [(sizes.pg_workers, c, sizes.pg_drain) for c in sizes.pg_concurrencies]
-    drains.append((1, sizes.pg_single_concurrency, sizes.pg_peer_jobs))
+    drains += [(1, c, sizes.pg_peer_jobs) for c in sizes.pg_single_concurrencies]
     drains += [(1, c, sizes.pg_procrastinate_jobs) for c in sizes.pg_procrastinate_concurrencies]
     for workers, c, n in drains:
 
@@ -86,6 +95,7 @@ def pg_plan(base: str, url: str, sizes: cases.Sizes) -> Plan:
             return pg_cases.durq_drain(base, url, n, sizes.chunk, workers, c)
 
         out.append((f"pg_drain_{workers}x{c}", drain))
+    out.append(("pg_floor", lambda: floor.pg_floor(url, sizes.pg_floor_jobs)))
     out.append(
         (
             "pg_pickup",
@@ -155,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sizes = cases.QUICK if args.quick else cases.FULL
-    console = Console(width=None if sys.stdout.isatty() else 150)
+    console = Console(width=None if sys.stdout.isatty() else 240)
     progress = Console(stderr=True)
     if args.profile:
         run_profile(console, args.dir, sizes, args.pg_url if args.pg else None)

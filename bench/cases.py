@@ -22,7 +22,9 @@ class Sizes:
     enqueue_many: int = 100_000
     chunk: int = 10_000
     drain: int = 10_000
-    concurrencies: tuple[int, ...] = (1, 10, 64)
+    concurrencies: tuple[int, ...] = (1, 4, 10, 64)
+    info_concurrencies: tuple[int, ...] = (1, 4)  # drains again at the default `info` level
+    floor_jobs: int = 5_000
     latency_samples: int = 200
     latency_gap: float = 0.020
     memory_jobs: int = 100_000
@@ -39,6 +41,8 @@ class Sizes:
     pg_workers: int = 4
     pg_concurrencies: tuple[int, ...] = (16, 8)
     pg_single_concurrency: int = 16
+    pg_single_concurrencies: tuple[int, ...] = (10, 16, 64)  # 1 process, vs pgqueuer
+    pg_floor_jobs: int = 2_000
     pg_peer_jobs: int = 10_000
     pg_procrastinate_jobs: int = 2_000
     pg_procrastinate_concurrencies: tuple[int, ...] = (1, 4)
@@ -65,6 +69,11 @@ QUICK = Sizes(
     history_drain=2_000,
     history_repeats=1,
     peer_jobs=2_000,
+    concurrencies=(1, 4, 10, 64),
+    info_concurrencies=(4,),
+    floor_jobs=1_000,
+    pg_floor_jobs=500,
+    pg_single_concurrencies=(10, 64),
     pg_enqueue_one=500,
     pg_enqueue_many=20_000,
     pg_drain=2_000,
@@ -96,9 +105,11 @@ def drain_child(
     expect: int,
     tag: str,
     profile: Path | None = None,
-    log_level: str | None = None,
+    log_level: str = "warning",
 ) -> Figures:
     args = [
+        "--log-level",
+        log_level,
         "--url",
         url,
         "--concurrency",
@@ -110,8 +121,6 @@ def drain_child(
     ]
     if profile is not None:
         args += ["--profile", str(profile)]
-    if log_level is not None:  # events as `durq worker` writes them, to the stderr file
-        args += ["--log-level", log_level]
     with Child("bench.worker_proc", args, directory / f"{tag}.stderr") as child:
         out = child.read(timeout=60 + expect / 200)
     if out.get("exit_code") != 0:
@@ -160,8 +169,17 @@ def durq_enqueue_many(base: str, n: int, chunk: int) -> Figures:
     return {"rate": n / elapsed, "seconds": elapsed, "jobs": n, "chunk": chunk}
 
 
-def durq_drain(base: str, n: int, chunk: int, concurrency: int, synchronous: str | None) -> Figures:
-    """Enqueue ``n`` no-op jobs, then time one worker process until the queue is empty."""
+def durq_drain(
+    base: str,
+    n: int,
+    chunk: int,
+    concurrency: int,
+    synchronous: str | None,
+    log_level: str = "warning",
+) -> Figures:
+    """Enqueue ``n`` no-op jobs, then time one worker process (events at ``log_level``,
+    JSON lines to a file, as ``durq worker`` writes them to stderr) until the queue is
+    empty."""
     with case_dir(base, f"drain-c{concurrency}") as d:
         url = sqlite_url(d / "jobs.db", synchronous)
         app = make_app(url)
@@ -169,8 +187,8 @@ def durq_drain(base: str, n: int, chunk: int, concurrency: int, synchronous: str
             fill(app, n, chunk)
         finally:
             app.dq.close()
-        figures = drain_child(d, url, concurrency, n, "worker")
-    figures.update(jobs=n, concurrency=concurrency)
+        figures = drain_child(d, url, concurrency, n, "worker", log_level=log_level)
+    figures.update(jobs=n, concurrency=concurrency, log_level=log_level)
     return figures
 
 

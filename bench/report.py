@@ -41,6 +41,7 @@ class Peer:
     key: str
     title: str
     short: str
+    floor: bool = False  # the raw-SQL floor, not a library: its own ratio column
 
 
 @dataclass(frozen=True)
@@ -58,10 +59,14 @@ class Section:
 SQLITE_PEERS = (
     Peer("huey", "SqliteHuey", "huey"),
     Peer("persist_queue", "persist-queue", "pq"),
+    Peer("litequeue", "litequeue", "lq"),
+    Peer("floor1", "raw SQL, 1/tx", "floor 1/tx", floor=True),
+    Peer("floor100", "raw SQL, 100/tx", "floor 100/tx", floor=True),
 )
 PG_PEERS = (
     Peer("procrastinate", "procrastinate", "procr."),
     Peer("pgqueuer", "pgqueuer", "pgq"),
+    Peer("floor1", "raw SQL, 1/stmt", "floor 1/stmt", floor=True),
 )
 
 
@@ -84,6 +89,13 @@ def rows(concurrencies: tuple[int, ...], peer_sync: str, sizes: dict[str, Any]) 
     def peer(sync: str, case: str, field: str) -> tuple[str, str] | None:
         return (case, field) if sync == peer_sync else None
 
+    def lq(sync: str, field: str) -> tuple[str, str] | None:
+        return ("litequeue", field) if sync == "NORMAL" else None  # it sets NORMAL itself
+
+    def floors(sync: str, what: str) -> dict[str, Ref | None]:
+        case = f"floor_{sync.lower()}"
+        return {"floor1": (case, f"{what}_1_rate"), "floor100": (case, f"{what}_100_rate")}
+
     n_one, n_many, n_drain = sizes["enqueue_one"], sizes["enqueue_many"], sizes["drain"]
     hist, hc = sizes["history_drain"], sizes["history_concurrency"]
     out = [
@@ -96,6 +108,8 @@ def rows(concurrencies: tuple[int, ...], peer_sync: str, sizes: dict[str, Any]) 
             peers={
                 "huey": peer("FULL", "huey", "enqueue_rate"),
                 "persist_queue": peer("FULL", "pq", "put_rate"),
+                "litequeue": lq("FULL", "put_rate"),
+                "floor1": ("floor_full", "enqueue_one_rate"),
             },
         ),
         Row(
@@ -107,6 +121,8 @@ def rows(concurrencies: tuple[int, ...], peer_sync: str, sizes: dict[str, Any]) 
             peers={
                 "huey": peer("NORMAL", "huey", "enqueue_rate"),
                 "persist_queue": peer("NORMAL", "pq", "put_rate"),
+                "litequeue": lq("NORMAL", "put_rate"),
+                "floor1": ("floor_normal", "enqueue_one_rate"),
             },
         ),
         Row(
@@ -115,6 +131,7 @@ def rows(concurrencies: tuple[int, ...], peer_sync: str, sizes: dict[str, Any]) 
             ("enqueue_many", "rate"),
             ">=",
             100_000,
+            peers={"floor100": ("floor_full", "enqueue_100_rate")},
         ),
     ]
     for sync, bound in (("FULL", 10_000), ("NORMAL", 15_000)):
@@ -129,9 +146,27 @@ def rows(concurrencies: tuple[int, ...], peer_sync: str, sizes: dict[str, Any]) 
                     peers={
                         "huey": peer(sync, "huey", "drain_rate"),
                         "persist_queue": peer(sync, "pq", "drain_rate"),
+                        "litequeue": lq(sync, "drain_rate"),
+                        **floors(sync, "drain"),
                     },
                 )
             )
+    for c in sizes["info_concurrencies"]:
+        out.append(
+            Row(
+                f"drain {n_drain:,} no-ops, FULL, concurrency {c}, log level info (default)",
+                "jobs/s",
+                (f"drain_full_c{c}_info", "rate"),
+                "within",
+                0.10,  # events at info cost at most 10 % of the drain (issue 14 item 2)
+                ref=(f"drain_full_c{c}", "rate"),
+                peers={
+                    "huey": peer("FULL", "huey", "drain_rate"),
+                    "persist_queue": peer("FULL", "pq", "drain_rate"),
+                    **floors("FULL", "drain"),
+                },
+            )
+        )
     out += [
         Row(
             "idle pickup latency, median",
@@ -209,12 +244,9 @@ def dashboard_rows(case: str, rows: int) -> list[Row]:
 def pg_section(sizes: dict[str, Any]) -> Section:
     """The PostgreSQL table: durq against procrastinate and pgqueuer on the same server."""
     n_one, n_many, chunk = sizes["pg_enqueue_one"], sizes["pg_enqueue_many"], sizes["chunk"]
-    n_drain, workers, single = (
-        sizes["pg_drain"],
-        sizes["pg_workers"],
-        sizes["pg_single_concurrency"],
-    )
+    n_drain, workers = sizes["pg_drain"], sizes["pg_workers"]
     n_proc, n_peer = sizes["pg_procrastinate_jobs"], sizes["pg_peer_jobs"]
+    floor: Ref = ("pg_floor", "drain_1_rate")
     out = [
         Row(
             f"enqueue one at a time ({n_one:,})",
@@ -225,6 +257,7 @@ def pg_section(sizes: dict[str, Any]) -> Section:
             peers={
                 "procrastinate": ("procrastinate_c1", "defer_rate"),
                 "pgqueuer": ("pgqueuer", "enqueue_one_rate"),
+                "floor1": ("pg_floor", "enqueue_one_rate"),
             },
         ),
         Row(
@@ -247,23 +280,29 @@ def pg_section(sizes: dict[str, Any]) -> Section:
                 (f"pg_drain_{workers}x{c}", "rate"),
                 ">=",
                 8_000,
+                peers={"floor1": floor},
             )
         )
-    out.append(
-        Row(
-            f"drain {n_peer:,} no-ops, 1 process, durq c{single}",
-            "jobs/s",
-            (f"pg_drain_1x{single}", "rate"),
-            peers={"pgqueuer": ("pgqueuer", "drain_rate")},
+    for c in sizes["pg_single_concurrencies"]:
+        out.append(
+            Row(
+                f"drain {n_peer:,} no-ops, 1 process, durq c{c}",
+                "jobs/s",
+                (f"pg_drain_1x{c}", "rate"),
+                peers={"pgqueuer": ("pgqueuer", "drain_rate"), "floor1": floor},
+            )
         )
-    )
     for c in sizes["pg_procrastinate_concurrencies"]:
         out.append(
             Row(
                 f"drain {n_proc:,} no-ops, 1 process, concurrency {c}",
                 "jobs/s",
                 (f"pg_drain_1x{c}", "rate"),
-                peers={"procrastinate": (f"procrastinate_c{c}", "drain_rate")},
+                peers={
+                    "procrastinate": (f"procrastinate_c{c}", "drain_rate"),
+                    "pgqueuer": ("pgqueuer", "drain_rate") if c == 1 else None,
+                    "floor1": floor,
+                },
             )
         )
     out += [
@@ -324,6 +363,20 @@ def verdict(row: Row, results: Results) -> tuple[str, bool | None]:
     return text, ok
 
 
+def best_peer(row: Row, section: Section, results: Results) -> tuple[str, float | None]:
+    """The best library figure in the row (highest rate, lowest latency) and its peer's
+    short name; floors are not libraries and are left out."""
+    found = [
+        (peer.short, x)
+        for peer in section.peers
+        if not peer.floor and (x := value(results, row.peers.get(peer.key))) is not None
+    ]
+    if not found:
+        return "", None
+    pick = min if row.lower_is_better else max
+    return pick(found, key=lambda item: item[1])
+
+
 def fmt(x: float | None, unit: str) -> str:
     if x is None:
         return "—"
@@ -358,6 +411,11 @@ def table_rows(results: Results, section: Section) -> list[dict[str, Any]]:
         }
         for peer in section.peers:
             item[peer.key] = value(results, row.peers.get(peer.key))
+            if peer.floor and item["durq"] and item[peer.key]:
+                item[f"ratio_{peer.key}"] = item["durq"] / item[peer.key]
+        name, best = best_peer(row, section, results)
+        item["best_peer"] = name
+        item["ratio_best_peer"] = item["durq"] / best if item["durq"] and best else None
         item["error"] = (results.get(row.durq[0]) or {}).get("error")
         out.append(item)
     return out
@@ -424,8 +482,10 @@ def render_section(console: Console, results: Results, section: Section) -> None
     t.add_column("pass", justify="center")
     for peer in section.peers:
         t.add_column(peer.title, justify="right")
+    t.add_column("durq/best peer", justify="right")
     for peer in section.peers:
-        t.add_column(f"durq/{peer.short}", justify="right")
+        if peer.floor:
+            t.add_column(f"durq/{peer.short}", justify="right")
     for row in section.rows:
         got = value(results, row.durq)
         target, ok = verdict(row, results)
@@ -439,6 +499,7 @@ def render_section(console: Console, results: Results, section: Section) -> None
             Text("error", "red") if failed(results, ref) else Text(fmt(x, row.unit))
             for ref, x in zip(refs, figures, strict=True)
         ]
+        best = best_peer(row, section, results)
         t.add_row(
             row.metric,
             row.unit,
@@ -446,12 +507,14 @@ def render_section(console: Console, results: Results, section: Section) -> None
             target,
             mark,
             *cells,
-            *(ratio(got, x) for x in figures),
+            ratio(got, best[1]) + (f" ({best[0]})" if best[0] else ""),
+            *(ratio(got, x) for p, x in zip(section.peers, figures, strict=True) if p.floor),
         )
     console.print(t)
     console.print(
-        "ratios are durq ÷ peer: above 1 means durq is faster for jobs/s rows, slower for ms "
-        f"rows. {section.note}"
+        "ratios are durq ÷ the best library in the row (in brackets) and ÷ the raw-SQL "
+        "floor: above 1 means durq is faster for jobs/s rows, slower for ms rows. "
+        f"{section.note}"
     )
 
 

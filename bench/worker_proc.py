@@ -71,15 +71,17 @@ def main() -> None:
     parser.add_argument("--profile", default=None)
     parser.add_argument("--go", action="store_true", help="drain: start on a `go` line")
     parser.add_argument(
-        "--log-level", default=None, help="events to stderr as JSON lines (durq worker's set-up)"
+        "--log-level",
+        default="warning",
+        choices=("debug", "info", "warning", "error"),
+        help="the worker's event level, as `durq worker --log-level` (JSON lines on stderr)",
     )
     args = parser.parse_args()
-    if args.log_level:
-        import logging
+    import logging
 
-        from durq.observability import logs
+    from durq.observability import logs
 
-        logs.configure("json", getattr(logging, args.log_level.upper()))
+    logs.configure("json", getattr(logging, args.log_level.upper()))
     if not args.url:
         parser.error(f"give --url or set {URL_ENV}")
     try:

@@ -30,6 +30,12 @@ from durq.observability import logs
 )
 @click.option("--concurrency", "-c", default=10, show_default=True, type=click.IntRange(min=1))
 @click.option(
+    "--prefetch",
+    default=None,
+    type=click.IntRange(min=0),
+    help="Most jobs claimed ahead of the free slots (default: 2 x concurrency, at least 16; 0: none).",
+)
+@click.option(
     "--lease", default=30.0, show_default=True, type=click.FloatRange(min=0.1), help="Seconds."
 )
 @click.option(
@@ -96,6 +102,7 @@ def worker(
     db: str | None,
     queues: str | None,
     concurrency: int,
+    prefetch: int | None,
     lease: float,
     heartbeat: float | None,
     grace: float,
@@ -150,6 +157,7 @@ def worker(
         w = app.worker(
             queues=chosen,
             concurrency=concurrency,
+            prefetch=prefetch,
             lease=lease,
             heartbeat_interval=heartbeat,
             grace=grace,

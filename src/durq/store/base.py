@@ -76,9 +76,25 @@ class Store(Protocol):
         limit: int,
         lease: float,
         worker_id: str,
+        limited: int | None = None,
     ) -> tuple[list[bool], list[Claimed]]:
         """Record ``outcomes`` and claim up to ``limit`` jobs (queues in the order given) in
-        one transaction: the worker's hot path, one commit per batch."""
+        one transaction: the worker's hot path, one commit per batch.
+
+        Of the jobs claimed, at most ``limited`` (default ``limit``) have a concurrency or
+        rate limit, and those come first in the list: a worker that claims ahead of its free
+        slots passes its free slots here, so that a prefetched job never takes a limit's
+        slot before it runs."""
+        ...
+
+    def give_back(self, leases: Sequence[tuple[int, int]]) -> list[int]:
+        """Return claimed jobs that never started, given as (job_id, token), to the queue
+        as they were: attempt handed back, no error entry, ``run_at`` kept (so they go
+        first). Each row is conditional on its token. Returns the ids given back."""
+        ...
+
+    def paused_among(self, queues: Sequence[str]) -> set[str]:
+        """Which of ``queues`` are paused now (a read)."""
         ...
 
     def extend_leases(self, leases: Sequence[tuple[int, int]], lease: float) -> list[int]:
@@ -399,6 +415,7 @@ class Shortcuts:
         limit: int,
         lease: float,
         worker_id: str,
+        limited: int | None = None,
     ) -> tuple[list[bool], list[Claimed]]:
         raise NotImplementedError
 

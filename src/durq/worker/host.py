@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from durq.model import Claimed, Outcome, WorkerReport
     from durq.registry import Registry
     from durq.worker.executor import Executor
+    from durq.worker.prefetch import Prefetch
     from durq.worker.state import Attempt, InFlight
     from durq.worker.stats import WorkerStats
 
@@ -35,6 +36,7 @@ class WorkerHost(Protocol):
         heartbeat_interval, poll_interval, idle_claim_interval, reap_interval: seconds.
         queues, task_names: what the worker claims.
         inflight: the attempts in hand and the free slots.
+        prefetch: the jobs claimed ahead of the free slots.
         executor: turns attempts into outcomes.
         claimer: the one writer of outcomes and claims.
         stats: the worker's counters since start (bumped by the claimer).
@@ -50,6 +52,7 @@ class WorkerHost(Protocol):
     queues: list[str]
     task_names: list[str]
     inflight: InFlight
+    prefetch: Prefetch
     executor: Executor
     stats: WorkerStats
 
@@ -57,6 +60,10 @@ class WorkerHost(Protocol):
     def claimer(self) -> OutcomeSink: ...
 
     def dispatch(self, job: Claimed) -> None: ...
+
+    def start_prefetched(self) -> None: ...
+
+    def give_back(self, jobs: list[Claimed]) -> int: ...
 
     def report(self, attempt: Attempt, outcome: Outcome, applied: bool) -> None: ...
 

@@ -40,17 +40,23 @@ IDLE_AFTER = 1.0
 
 class Claimer(Service):
     """The worker's one writer of the hot path: in each transaction it records the outcomes
-    waiting (each row conditional on its own lease token) and claims up to the free slots,
-    round-robin over the worker's queues (DESIGN §3: grouped finishes, batch claims).
+    waiting (each row conditional on its own lease token) and claims up to the free slots
+    plus the prefetch's room, round-robin over the worker's queues (DESIGN §3: grouped
+    finishes, batch claims). Claimed jobs go to the prefetch (durq/worker/prefetch.py),
+    from which free slots start them at once; a slot that frees starts its next job from
+    there on its own thread, while this loop commits its outcome with the next claim.
 
     When there is nothing to write and nothing was found last time, it polls the database's
     change counter every ``poll_interval`` (any commit by another connection wakes it) and
     claims anyway every ``idle_claim_interval`` so that scheduled jobs start when due.
+    Prefetched jobs that waited longer than ``check_after`` are checked: those whose queue
+    was paused are given back, those whose lease is gone (cancelled, reaped) dropped.
     After :meth:`stop_claiming` it only records outcomes; :meth:`stop` flushes and ends.
     """
 
     name = "claimer"
     max_batch = 1000
+    check_after = 0.25  # seconds a prefetched job waits before its queue's pause is checked
 
     def __init__(self, worker: WorkerHost) -> None:
         super().__init__(worker)
@@ -58,6 +64,7 @@ class Claimer(Service):
         self.outcomes: queue.SimpleQueue[tuple[Attempt, Outcome]] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._claiming = True
+        self._checked = 0.0
 
     def submit(self, attempt: Attempt, outcome: Outcome) -> None:
         """Hand over an attempt's outcome; it is committed with the next transaction."""
@@ -95,19 +102,23 @@ class Claimer(Service):
         while True:
             self._wake.clear()
             batch = self._take_outcomes()
+            w.start_prefetched()
             free = w.inflight.free_slots() if self._claiming else 0
-            claim_now = free > 0 and want
+            room = w.prefetch.room() if self._claiming else 0
+            claim_now = free + room > 0 and want
             if not batch and not claim_now:
                 if self.stopping and self.outcomes.empty():
                     return
-                if free > 0 and store.changed():
+                self.check_prefetched()
+                capacity = free + room
+                if capacity > 0 and store.changed():
                     want, busy_at = True, time.monotonic()
                     continue
-                if free > 0 and time.monotonic() >= idle_until:
+                if capacity > 0 and time.monotonic() >= idle_until:
                     want = True
                     continue
                 idle = time.monotonic() - busy_at > IDLE_AFTER
-                self._wake.wait((idle_poll if idle else w.poll_interval) if free > 0 else 0.1)
+                self._wake.wait((idle_poll if idle else w.poll_interval) if capacity > 0 else 0.1)
                 continue
             queues = w.queues[turn % len(w.queues) :] + w.queues[: turn % len(w.queues)]
             turn += 1
@@ -118,9 +129,10 @@ class Claimer(Service):
                     [mark_outcome(w.app, a.job.task, with_batch(a, o)) for a, o in batch],
                     queues,
                     tasks,
-                    free if claim_now else 0,
+                    free + room if claim_now else 0,
                     w.lease,
                     w.id,
+                    limited=free,  # a limited job is claimed only for a free slot
                 )
                 pause = 0.01
             except Exception as exc:
@@ -135,10 +147,12 @@ class Claimer(Service):
             if claimed:
                 busy_at = time.monotonic()
                 hit("after_claim")
-            for job in claimed:
-                w.dispatch(job)
+                refused = w.prefetch.put(claimed)
+                if refused:  # the worker is stopping: these never start
+                    w.give_back(refused)
+                w.start_prefetched()
             if claim_now:
-                want = len(claimed) >= free
+                want = len(claimed) >= free + room
                 idle_until = time.monotonic() + w.idle_claim_interval
             log_events = events.enabled()
             stats = w.stats
@@ -150,6 +164,25 @@ class Claimer(Service):
                     w.report(attempt, outcome, ok)
             if log_events and batch:
                 events.flush()  # this batch's lines in one write, right after its commit
+
+    def check_prefetched(self) -> None:
+        """Give back prefetched jobs whose queue was paused and drop those whose lease is
+        gone, among the ones that waited longer than ``check_after`` (at most every
+        ``check_after`` seconds; jobs of short runs never wait that long)."""
+        now = time.monotonic()
+        if now - self._checked < self.check_after:
+            return
+        self._checked = now
+        w = self.worker
+        waited = w.prefetch.older_than(self.check_after)
+        if not waited:
+            return
+        store = w.app.store
+        paused = store.paused_among(sorted({job.queue for job in waited}))
+        lost = set(store.extend_leases([(j.id, j.lease_token) for j in waited], w.lease))
+        stale = {j.id for j in waited if j.queue in paused or j.id in lost}
+        taken = w.prefetch.remove(lambda job: job.id not in stale)
+        w.give_back([job for job in taken if job.id not in lost])
 
 
 class Heartbeat(Service):
@@ -181,8 +214,12 @@ class Heartbeat(Service):
         hit("heartbeat")
         w.app.store.verify()
         leases = w.inflight.leases()
-        tokens = dict(leases)
-        lost = w.app.store.extend_leases(leases, w.lease)
+        ahead = w.prefetch.leases()  # claimed ahead, not started: kept alive the same way
+        tokens = dict(leases + ahead)
+        lost = w.app.store.extend_leases(leases + ahead, w.lease)
+        if ahead and lost:
+            gone = set(lost)
+            w.prefetch.remove(lambda job: job.id not in gone or tokens[job.id] != job.lease_token)
         for job_id in lost:
             with w.inflight.lock:
                 attempt = w.inflight.attempts.get(job_id)

@@ -23,6 +23,7 @@ from durq.model import AttemptError, Claimed, Outcome, WorkerInfo, WorkerReport
 from durq.observability import events, tracing
 from durq.store import describe_url
 from durq.worker.executor import Executor
+from durq.worker.prefetch import Prefetch, default_depth
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from durq.worker.runners import AsyncRunner, ThreadRunner
 from durq.worker.scheduler import Scheduler
@@ -50,6 +51,12 @@ class Worker:
         queues: queues to serve, in turn; default: every queue a registered task names.
         concurrency: attempts at once (threads for ``def`` tasks; ``async def`` tasks share
             the same slots on one event loop).
+        prefetch: most jobs claimed ahead of the free slots (default
+            :func:`durq.worker.prefetch.default_depth`: 2 * concurrency, at least 16; 0
+            turns it off), so that a slot that frees starts its next job without waiting
+            for a commit. Only while jobs are short: see :mod:`durq.worker.prefetch`.
+            Jobs with a limit and jobs of a paused queue are never claimed ahead; jobs
+            held at shutdown go back without spending an attempt.
         lease: seconds a claim lasts without a heartbeat (default 30).
         heartbeat_interval: seconds between lease extensions (default lease / 3).
         grace: seconds running jobs get to finish at shutdown (default 30).
@@ -76,6 +83,7 @@ class Worker:
         *,
         queues: Sequence[str] | None = None,
         concurrency: int = 10,
+        prefetch: int | None = None,
         lease: float = 30.0,
         heartbeat_interval: float | None = None,
         grace: float = 30.0,
@@ -91,6 +99,8 @@ class Worker:
             raise ConfigError("the app has no registered tasks; nothing to run")
         if concurrency < 1:
             raise ConfigError(f"concurrency must be >= 1, not {concurrency}")
+        if prefetch is not None and prefetch < 0:
+            raise ConfigError(f"prefetch must be >= 0, not {prefetch}")
         if not lease > 0:
             raise ConfigError(f"lease must be > 0 seconds, not {lease}")
         if grace < 0 or free_requeues < 0:
@@ -114,6 +124,8 @@ class Worker:
         self.claimer = Claimer(self)
         self.inflight = InFlight(concurrency, on_free=self.claimer.wake)
         self.stats = WorkerStats()
+        depth = default_depth(concurrency) if prefetch is None else prefetch
+        self.prefetch = Prefetch(depth, concurrency)
         self.heartbeat = Heartbeat(self)
         self.reaper = Reaper(self)
         self.timeouts = Timeouts(self)
@@ -226,6 +238,7 @@ class Worker:
             )
             os._exit(128 + signum)
         events.emit(events.WORKER_STOPPING, worker_id=self.id, signal=signum, grace=self.grace)
+        self.prefetch.stop_starting()
         self._stop_requested.set()
 
     def self_report(self) -> WorkerReport:
@@ -234,6 +247,7 @@ class Worker:
 
     def request_stop(self) -> None:
         """Ask :meth:`run` to shut down gracefully (thread-safe, returns at once)."""
+        self.prefetch.stop_starting()  # no prefetched job starts once a stop is asked for
         self._stop_requested.set()
 
     def crashed(self, service: str, exc: BaseException) -> None:
@@ -270,6 +284,7 @@ class Worker:
         if not self._started:
             return self.exit_code
         self.claimer.stop_claiming()
+        given_back = self.give_back(self.prefetch.close())
         self.timeouts.stop()
         deadline = time.monotonic() + grace
         with self.inflight.lock:
@@ -302,6 +317,7 @@ class Worker:
             events.WORKER_STOPPED,
             worker_id=self.id,
             released=len(abandoned),
+            given_back=given_back,
             exit_code=self.exit_code,
         )
         return self.exit_code
@@ -331,10 +347,27 @@ class Worker:
             )
         self.inflight.settle(attempt)
 
+    def give_back(self, jobs: list[Claimed]) -> int:
+        """Return prefetched jobs that never started to the queue, attempt handed back
+        (``Store.give_back``). On a store error they stay leased until the lease lapses;
+        the reaper then requeues them (charged, like any lost lease). Returns how many."""
+        if not jobs:
+            return 0
+        try:
+            return len(self.app.store.give_back([(j.id, j.lease_token) for j in jobs]))
+        except Exception as exc:  # noqa: BLE001 - the lease will expire and the reaper requeues
+            log.warning("could not give back %d prefetched jobs: %s", len(jobs), exc)
+            return 0
+
     # -- running attempts -----------------------------------------------------------------
 
+    def start_prefetched(self) -> None:
+        """Start prefetched jobs in the free slots (the claimer, and each runner thread as
+        its job returns: a slot never waits for a commit to start its next job)."""
+        self.prefetch.start(self.inflight.free_slots, self.dispatch)
+
     def dispatch(self, job: Claimed) -> None:
-        """Hand a claimed job to the runner (called by the claimer)."""
+        """Hand a claimed job to the runner (called under the prefetch's lock)."""
         task = self.app.tasks.get(job.task)
         ctx = JobContext(
             job.id,
@@ -380,8 +413,10 @@ class Worker:
                 outcome = self._internal_failure(attempt, exc)
             if span is not None:
                 tracing.record_outcome(span, outcome)
+        self.prefetch.ran(time.monotonic() - attempt.started)
         if self.inflight.returned(attempt):
             self.claimer.submit(attempt, outcome)
+        self.start_prefetched()
 
     async def _run_async(self, attempt: Attempt) -> None:
         with self._traced(attempt) as span:
@@ -391,8 +426,10 @@ class Worker:
                 outcome = self._internal_failure(attempt, exc)
             if span is not None:
                 tracing.record_outcome(span, outcome)
+        self.prefetch.ran(time.monotonic() - attempt.started)
         if self.inflight.returned(attempt):
             self.claimer.submit(attempt, outcome)
+        self.start_prefetched()
 
     @contextlib.contextmanager
     def _traced(self, attempt: Attempt) -> Iterator[Any]:

@@ -13,6 +13,11 @@ from durq.model import Claimed, Inserted, NewJob, Outcome, ReapSummary
 from durq.store.postgres.base import PostgresBase
 from durq.store.postgres.connection import translate
 
+#: From how many plain jobs on ``enqueue_many`` uses ``COPY`` rather than one
+#: ``INSERT … SELECT FROM unnest(…)`` (below it the extra round trip for the ids costs more
+#: than COPY saves).
+COPY_FROM = 200
+
 
 class JobsMixin(PostgresBase):
     """Enqueue (with its NOTIFY), claim and finish, leases, progress, release and reap."""
@@ -54,6 +59,10 @@ class JobsMixin(PostgresBase):
 
         def flush() -> None:
             if not plain:
+                return
+            if len(plain) >= COPY_FROM:
+                out.extend(self._copy_in(conn, at, plain))
+                plain.clear()
                 return
             rows = conn.execute(
                 self._sql["INSERT_MANY"],
@@ -101,6 +110,28 @@ class JobsMixin(PostgresBase):
             conn.execute(self._sql["NOTIFY"], {"channel": self.channel, "queue": queue})
         return out
 
+    def _copy_in(
+        self, conn: psycopg.Connection[Any], at: float | None, jobs: Sequence[NewJob]
+    ) -> list[Inserted]:
+        """Insert plain jobs with ``COPY … FROM STDIN``: one round trip for their ids and
+        the database's time (``RESERVE_IDS``), then one COPY with explicit ids, which
+        PostgreSQL accepts into the ``GENERATED ALWAYS`` identity column. ``run_at`` is
+        computed here exactly as ``INSERT_MANY`` computes it in SQL (``now + delay`` unless
+        given), from the database's clock read in the same transaction."""
+        row = conn.execute(self._sql["RESERVE_IDS"], {"at": at, "n": len(jobs)}).fetchone()
+        assert row is not None
+        now, ids = float(row[0]), [int(i) for i in row[1]]
+        out: list[Inserted] = []
+        with conn.cursor() as cur, cur.copy(self._sql["COPY_JOBS"]) as copy:
+            for job_id, job in zip(ids, jobs, strict=True):
+                run_at = now + float(job.delay) if job.run_at is None else float(job.run_at)
+                copy.write_row((
+                    job_id, job.queue, job.task, job.payload, job.priority, run_at,
+                    job.max_attempts, "queued", now, job.meta,
+                ))  # fmt: skip
+                out.append(Inserted(job_id, True, run_at, now))
+        return out
+
     # -- running jobs ---------------------------------------------------------------------
 
     def finish_and_claim(
@@ -111,13 +142,21 @@ class JobsMixin(PostgresBase):
         limit: int,
         lease: float,
         worker_id: str,
+        limited: int | None = None,
     ) -> tuple[list[bool], list[Claimed]]:
         """Outcomes and the first queue's claim go in one statement (one round trip, one
         commit); further queues, when the first did not fill ``limit``, are claimed after.
         Outcomes of batch members run in one transaction with their batches' close; limited
-        jobs are claimed by their own pass (see :meth:`_claim_limited`)."""
+        jobs are claimed by their own pass (see :meth:`_claim_limited`), at most
+        ``limited`` of them, and come first in the list returned."""
         at = self._at()
         claimed: list[Claimed] = []
+        capped: list[Claimed] = []
+        budget = limit if limited is None else min(limited, limit)
+
+        def room() -> int:
+            return min(limit - len(claimed) - len(capped), budget - len(capped))
+
         params: dict[str, Any] = {
             "at": at,
             "ids": [o.job_id for o in outcomes],
@@ -142,9 +181,7 @@ class JobsMixin(PostgresBase):
         # the claims below skip limited jobs and report (a NULL row) queues that have some
         first = [name for name in claim_queues if name in self._limited_queues]
         for queue in first:
-            claimed.extend(
-                self._claim_limited(queue, tasks, limit - len(claimed), lease, worker_id)
-            )
+            capped.extend(self._claim_limited(queue, tasks, room(), lease, worker_id))
         seen: dict[str, bool] = {}
         # one statement is its own transaction; claims over several queues share one
         with self._tx(transaction=len(claim_queues) > 1 or batched or hooked) as conn:
@@ -152,7 +189,7 @@ class JobsMixin(PostgresBase):
                 done = {r[0] for r in conn.execute(self._sql["FINISH_MANY"], params).fetchall()}
             elif outcomes:
                 queue = claim_queues.pop(0)
-                params["queue"], params["limit"] = queue, limit - len(claimed)
+                params["queue"], params["limit"] = queue, limit - len(claimed) - len(capped)
                 rows = []
                 seen[queue] = False
                 for r in conn.execute(self._sql["FINISH_AND_CLAIM"], params).fetchall():
@@ -169,9 +206,9 @@ class JobsMixin(PostgresBase):
                 marked = [o.job_id for o in outcomes if o.on_fail and o.job_id in done]
                 self._fail_hooks(conn, marked, at, flagged=False)
             for queue in claim_queues:
-                if len(claimed) >= limit:
+                if len(claimed) + len(capped) >= limit:
                     break
-                params["queue"], params["limit"] = queue, limit - len(claimed)
+                params["queue"], params["limit"] = queue, limit - len(claimed) - len(capped)
                 rows = conn.execute(self._sql["CLAIM"], params).fetchall()
                 seen[queue] = any(r[0] is None for r in rows)
                 claimed.extend(self._claimed_in_order([r[1:] for r in rows if r[0]]))
@@ -181,12 +218,27 @@ class JobsMixin(PostgresBase):
                 continue
             self._limited_queues.add(queue)
             if queue not in first:
-                claimed.extend(
-                    self._claim_limited(queue, tasks, limit - len(claimed), lease, worker_id)
-                )
+                capped.extend(self._claim_limited(queue, tasks, room(), lease, worker_id))
         if self._limited_ids and outcomes:
             self._limited_finished([o.job_id for o in outcomes])
-        return [o.job_id in done for o in outcomes], claimed
+        return [o.job_id in done for o in outcomes], capped + claimed
+
+    def give_back(self, leases: Sequence[tuple[int, int]]) -> list[int]:
+        if not leases:
+            return []
+        params = {
+            "ids": [i for i, _ in leases],
+            "tokens": [t for _, t in leases],
+            "channel": self.channel,
+        }
+        with self._tx(transaction=False) as conn:
+            back = {int(r[0]) for r in conn.execute(self._sql["GIVE_BACK"], params).fetchall()}
+        return [i for i, _ in leases if i in back]
+
+    def paused_among(self, queues: Sequence[str]) -> set[str]:
+        with self._tx(transaction=False) as conn:
+            rows = conn.execute(self._sql["PAUSED_AMONG"], {"queues": list(queues)}).fetchall()
+        return {r[0] for r in rows}
 
     @staticmethod
     def _claimed_in_order(rows: Sequence[Sequence[Any]]) -> list[Claimed]:

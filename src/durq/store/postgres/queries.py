@@ -31,6 +31,20 @@ ORDER BY n
 RETURNING id, run_at, created_at
 """
 
+# enqueue_many by COPY (store/postgres/jobs.py): the database's time and n fresh ids from
+# the identity's sequence in one round trip, then the rows with those ids.
+RESERVE_IDS = """
+SELECT {s}.epoch(%(at)s),
+       array(SELECT nextval(pg_get_serial_sequence('{s}.jobs', 'id'))
+             FROM generate_series(1, %(n)s))
+"""
+
+COPY_JOBS = """
+COPY {s}.jobs (id, queue, task, payload, priority, run_at, max_attempts, state, created_at,
+               meta)
+FROM STDIN
+"""
+
 # One job, and the wake-up for its queue, in one statement (its own transaction).
 INSERT_ONE = """
 WITH ins AS (
@@ -180,6 +194,21 @@ SET state = CASE WHEN shutdown_requeues >= %(free)s AND attempts >= max_attempts
 WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
 RETURNING state, attempts
 """
+
+# Prefetch: a job claimed ahead that never started goes back as it was (attempt handed back,
+# no error entry, run_at kept so it goes first), with a wake-up for its queue.
+GIVE_BACK = """
+WITH back AS (
+    UPDATE {s}.jobs AS j
+    SET state = 'queued', attempts = greatest(j.attempts - 1, 0),
+        lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS l(id, token)
+    WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'running'
+    RETURNING j.id, j.queue)
+SELECT id, pg_notify(%(channel)s, queue) FROM back
+"""
+
+PAUSED_AMONG = "SELECT name FROM {s}.queues WHERE paused AND name = ANY(%(queues)s::text[])"
 
 REAP = """
 UPDATE {s}.jobs

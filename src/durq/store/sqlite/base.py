@@ -10,6 +10,7 @@ if TYPE_CHECKING:
 
     from durq.model import Claimed, Inserted, NewJob, Outcome
     from durq.store.sqlite.connection import SqliteOptions
+    from durq.store.sqlite.gate import WriteGate
 
 
 class SqliteBase:
@@ -27,13 +28,14 @@ class SqliteBase:
         _clock: Callable[[], float]
         _data_version: int | None
         _watch_conn: sqlite3.Connection | None
+        _gate: WriteGate
 
         # plumbing (store.py)
         def now(self) -> float: ...
 
         def _conn(self) -> sqlite3.Connection: ...
 
-        def _write(self) -> Any: ...
+        def _write(self, urgent: bool = False) -> Any: ...
 
         def _read(self, sql: str, params: dict[str, Any] | None = None) -> list[Any]: ...
 

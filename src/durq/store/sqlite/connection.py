@@ -24,6 +24,7 @@ from durq.errors import (
     StoreReadOnly,
 )
 from durq.failpoints import hit
+from durq.store.sqlite.gate import WriteGate
 
 MIN_SQLITE = (3, 35, 0)  # RETURNING
 SYNCHRONOUS_MODES = ("full", "normal", "extra")
@@ -39,7 +40,9 @@ class SqliteOptions:
         synchronous: ``full`` (default: a committed job survives power loss), ``normal``
             (faster; the last commits may be lost on power loss, never on a process crash)
             or ``extra``.
-        busy_timeout: seconds SQLite itself waits for another writer before reporting busy.
+        busy_timeout: seconds SQLite itself waits for another writer before reporting busy
+            (migrations and connection set-up; the store's own write transactions poll
+            ``BEGIN IMMEDIATE`` through the fair writer instead, up to ``lock_timeout``).
         lock_timeout: seconds durq keeps retrying a busy write before raising StoreBusy.
     """
 
@@ -196,16 +199,79 @@ def retry_busy(fn: Callable[[], T], opts: SqliteOptions) -> T:
 
 
 @contextlib.contextmanager
-def write_transaction(conn: sqlite3.Connection, opts: SqliteOptions) -> Iterator[None]:
+def write_transaction(
+    conn: sqlite3.Connection,
+    opts: SqliteOptions,
+    gate: WriteGate | None = None,
+    urgent: bool = False,
+) -> Iterator[None]:
     """``BEGIN IMMEDIATE`` … ``COMMIT``, waiting out other writers up to ``lock_timeout``.
 
+    With a ``gate`` (durq/store/sqlite/gate.py) the transaction first waits for its turn
+    among this process's writers (``urgent`` ones first) and at the gate between processes.
+
     Raises:
-        StoreBusy: the write lock could not be had in ``opts.lock_timeout`` seconds.
+        StoreBusy: the write lock (or the turn) could not be had in ``opts.lock_timeout``
+            seconds.
         StoreError: any other SQLite failure (disk full, read-only file, ...); the
             transaction was rolled back and nothing was written.
     """
+    if gate is None:
+        with _transaction(conn, opts):
+            yield
+        return
+    with gate.turn(urgent, opts.lock_timeout) as mine:
+        if not mine:
+            raise StoreBusy(
+                f"{opts.path}: no turn for the write lock within {opts.lock_timeout} s "
+                "(other writers of this process held it)"
+            )
+        with _transaction(conn, opts, lambda: _begin_gated(conn, opts, gate, urgent)):
+            yield
+
+
+def _begin_gated(
+    conn: sqlite3.Connection, opts: SqliteOptions, gate: WriteGate, urgent: bool
+) -> None:
+    """``BEGIN IMMEDIATE`` polled by durq rather than by SQLite's busy handler (which would
+    sleep in C for up to ``busy_timeout`` while holding this process's turn): an urgent
+    writer retries every millisecond or two; an ordinary one backs off, and steps aside
+    whenever an urgent writer of this process is waiting for the turn it holds.
+
+    Raises:
+        sqlite3.OperationalError: still busy after ``lock_timeout`` seconds.
+    """
+    deadline = time.monotonic() + opts.lock_timeout
+    pause = 0.001
+    conn.execute("PRAGMA busy_timeout = 0")
     try:
-        retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"), opts)
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if not is_busy(exc) or time.monotonic() >= deadline:
+                    raise
+            left = max(0.0, deadline - time.monotonic())
+            if not urgent and gate.turns.urgent_waiting() and not gate.turns.step_aside(left):
+                raise sqlite3.OperationalError("database is locked (no turn)")
+            time.sleep(pause * (0.5 + random.random()))
+            pause = min(pause * 2, 0.002 if urgent else 0.05)
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(opts.busy_timeout * 1000)}")
+
+
+@contextlib.contextmanager
+def _transaction(
+    conn: sqlite3.Connection,
+    opts: SqliteOptions,
+    begin: Callable[[], object] | None = None,
+) -> Iterator[None]:
+    try:
+        if begin is None:
+            retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"), opts)
+        else:
+            begin()
     except sqlite3.Error as exc:
         raise translate(exc, opts.path) from exc
     try:

@@ -6,6 +6,8 @@ the store from its clock so that tests can move time.
 
 from __future__ import annotations
 
+import functools
+
 # The error history, or - when a damaged row's history is not a JSON array - that damage kept
 # as one entry, so that appending to it can never fail (a corrupt row must not stop the reaper).
 ATTEMPTS_LEFT = "CAST(attempts AS INTEGER) < CAST(max_attempts AS INTEGER)"
@@ -30,6 +32,19 @@ INSERT INTO jobs (id, queue, task, payload, priority, run_at, max_attempts, stat
                   created_at, meta)
 VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)
 """
+
+INSERT_JOB_COLUMNS = 10
+_INSERT_ROW = "(?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)"
+
+
+@functools.lru_cache(maxsize=8)
+def insert_jobs(rows: int) -> str:
+    """``INSERT_JOB`` for ``rows`` rows in one statement (multi-row VALUES)."""
+    return (
+        "INSERT INTO jobs (id, queue, task, payload, priority, run_at, max_attempts, state, key,"
+        " created_at, meta) VALUES " + ", ".join([_INSERT_ROW] * rows)
+    )
+
 
 INSERT_ONE = """
 INSERT INTO jobs (queue, task, payload, priority, run_at, max_attempts, state, key,
@@ -139,6 +154,19 @@ SET state = CASE WHEN shutdown_requeues >= :free AND CAST(attempts AS INTEGER) >
     lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE id = :id AND lease_token = :token AND state = 'running'
 RETURNING state, attempts
+"""
+
+# Prefetch: a job claimed ahead that never started goes back as it was (attempt handed back,
+# no error entry, run_at kept so it goes first). See durq/worker/prefetch.py.
+GIVE_BACK = """
+UPDATE jobs
+SET state = 'queued', attempts = max(CAST(attempts AS INTEGER) - 1, 0),
+    lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+WHERE id = :id AND lease_token = :token AND state = 'running'
+"""
+
+PAUSED_AMONG = """
+SELECT name FROM queues WHERE paused = 1 AND name IN (SELECT value FROM json_each(:queues))
 """
 
 # Reaper: leases past expiry go back to the queue (their attempt stays counted), or fail

@@ -31,6 +31,7 @@ from durq.store.sqlite.connection import (
     write_transaction,
 )
 from durq.store.sqlite.dashboard import SqliteDashboard
+from durq.store.sqlite.gate import gate_for
 from durq.store.sqlite.hooking import HookingMixin
 from durq.store.sqlite.jobs import JobsMixin
 from durq.store.sqlite.limiting import LimitingMixin
@@ -87,6 +88,7 @@ class SqliteStore(
         self.options: SqliteOptions = parse_url(url)
         self.path = self.options.path
         self._clock = clock
+        self._gate = gate_for(self.path)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -137,8 +139,10 @@ class SqliteStore(
                 self._all.append(conn)
         return conn
 
-    def _write(self) -> Any:
-        return write_transaction(self._conn(), self.options)
+    def _write(self, urgent: bool = False) -> Any:
+        """A write transaction, in this process's queue for the write lock; ``urgent``
+        (heartbeats, outcomes, give-backs) go first (durq/store/sqlite/gate.py)."""
+        return write_transaction(self._conn(), self.options, self._gate, urgent)
 
     def _read(self, sql: str, params: dict[str, Any] | None = None) -> list[Any]:
         try:
@@ -155,6 +159,7 @@ class SqliteStore(
             if self._watch_conn is not None:
                 self._watch_conn.close()
                 self._watch_conn = None
+        self._gate.close()
         self._local = threading.local()
 
     def migrate(self) -> int:

@@ -31,7 +31,7 @@ class WorkersMixin(SqliteBase):
 
     def touch_worker(self, worker_id: str) -> None:
         conn = self._conn()
-        with self._write():
+        with self._write(urgent=True):  # part of the heartbeat: it must not wait behind a flood
             conn.execute(q.TOUCH_WORKER, {"id": worker_id, "now": self.now()})
 
     def unregister_worker(self, worker_id: str) -> None:
