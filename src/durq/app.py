@@ -46,7 +46,9 @@ from durq.facade import (
     PauseFacade,
     PeriodicFacade,
     RetentionFacade,
+    WorkflowsFacade,
 )
+from durq.dependencies import with_workflow, workflow_fields
 from durq.hooks import with_hooks
 from durq.job import Job
 from durq.limits import TaskLimits, with_limit
@@ -70,6 +72,7 @@ class Durq(
     DeadlinesFacade,
     LimitsFacade,
     HooksFacade,
+    WorkflowsFacade,
 ):
     """A durq application: one database, the tasks registered on it.
 
@@ -301,6 +304,10 @@ class Durq(
         deadline: float | datetime | None = None,
         deadline_in: float | None = None,
         notice_after: float | None = None,
+        after: Sequence[Any] = (),
+        on_parent_failure: str | None = None,
+        tags: Sequence[str] = (),
+        unique: str | None = None,
     ) -> Job:
         """Store a job for ``task_name``, for producers that do not import the task.
 
@@ -333,8 +340,23 @@ class Durq(
                 ``deadline`` and ``deadline_in``; default: the task's ``deadline_in``).
             notice_after: seconds after ``created_at`` after which ``on_slow`` runs once if
                 the job is not finished (default: the task's ``notice_after``).
+            after: parent jobs (ids or :class:`Job`): the job waits (state ``waiting``)
+                until every parent is terminal and becomes ``queued`` in the transaction in
+                which the last one ends (docs/features/dependencies.md).
+            on_parent_failure: ``"cancel"`` (default): when a parent ends failed, cancelled
+                or expired, the job is cancelled with the reason (kind ``parent_failed``),
+                and so are its own dependents; ``"run"``: it runs anyway.
+            tags: up to 50 str (1 to 200 characters each), indexed: ``dq.jobs(tag=...)``,
+                ``durq jobs list --tag``, ``durq retry --tag`` (docs/features/tags.md).
+            unique: with ``key``: ``"active"`` holds the key only while a job with it is
+                queued, scheduled, waiting, parked or running; ``"period:N"`` for N seconds
+                after the job's creation. A second enqueue while it is held returns the
+                holder. None (default): ``key`` is an idempotency key held until the row is
+                pruned (docs/features/uniqueness.md).
 
         Raises:
+            ParentNotFound: (a JobNotFound and ConfigError) a parent does not exist; nothing
+                was written.
             PayloadError: the payload (or meta) is not JSON-serialisable, has a non-str dict
                 key at any depth, or nests deeper than 500 levels; a ``TypeError``.
             PayloadTooLarge: the payload is over ``payload_limit`` bytes.
@@ -347,7 +369,8 @@ class Durq(
         opts = EnqueueOptions(
             queue, delay, run_at, priority, key, max_attempts, meta, connection,
             park=park, park_ttl=park_ttl, deadline=deadline, deadline_in=deadline_in,
-            notice_after=notice_after,
+            notice_after=notice_after, after=tuple(after), on_parent_failure=on_parent_failure,
+            tags=tuple(tags), unique=unique,
         )  # fmt: skip
         return self.enqueue_with(
             task_name, {} if payload is None else payload, opts, task=self.tasks.get(task_name)
@@ -433,15 +456,20 @@ class Durq(
             queue, task_name, "", priority, run_at, max_attempts, None, meta, delay, batch_id
         )
         extras = self._parked_deadline_fields(opts, task)
+        extras.update(workflow_fields(opts))
         return replace(new, **extras) if extras else new
 
-    def _with_payload(self, t: NewJob, payload: Mapping[str, Any], key: str | None) -> NewJob:
+    def _with_payload(
+        self, t: NewJob, payload: Mapping[str, Any], key: str | None, passed: str | None = None
+    ) -> NewJob:
+        """The template with its payload and key; ``passed`` names an argument a parent's
+        result will fill (dq.chain), so the signature check counts it as given."""
         if isinstance(payload, Mapping) and not isinstance(payload, dict):
             payload = _as_dict(payload, "payload")
         body = encode_payload(payload, self.payload_limit)
         task = self.tasks.get(t.task)
         if task is not None:  # the producer knows the function: refuse what cannot fit it now
-            problem = task.payload_problem(payload)
+            problem = task.payload_problem(payload if passed is None else {**payload, passed: 0})
             if problem is not None:
                 raise PayloadError(f"payload does not fit {task.name}(): {problem}")
         if key is not None:
@@ -452,13 +480,18 @@ class Durq(
             t.park, t.park_ttl, t.deadline, t.deadline_in, t.notice_after,
         )  # fmt: skip
         new = with_hooks(new, task)  # on_fail flag, hook queue (durq.hooks)
+        if t.has_workflow or (task is not None and task.fair_key is not None):
+            new = with_workflow(new, t, task, payload)
         return with_limit(new, task.limits if task is not None else None, payload)
 
     def _job_after_insert(self, new: NewJob, ins: Inserted, log: bool) -> Job:
-        if not ins.created:
+        if not ins.created or new.parents:  # a child's state is the store's decision
             record = self.store.get(ins.id)
             if record is None:  # pruned between the insert and the read
                 raise JobNotFound(f"job {ins.id} vanished")
+            if ins.created and log:
+                events.emit(events.JOB_ENQUEUED, id=ins.id, queue=new.queue, task=new.task,
+                            run_at=ins.run_at, state=record.state)  # fmt: skip
             return Job(self.store, record)
         if log:
             events.emit(
@@ -493,8 +526,10 @@ class Durq(
         queue: str | None = None,
         task: str | None = None,
         limit: int = 100,
+        tag: str | None = None,
     ) -> list[Job]:
-        """Jobs, newest first, filtered by state (incl. ``scheduled``), queue and task.
+        """Jobs, newest first, filtered by state (incl. ``scheduled``), queue, task and tag
+        (``options(tags=[...])``; the ``job_tags`` index).
 
         Raises:
             ConfigError: an unknown state, a queue or task that is not valid Unicode text
@@ -506,10 +541,12 @@ class Durq(
         if state is not None and state not in {s.value for s in JobState}:
             raise ConfigError(f"unknown state {state!r}; one of {[s.value for s in JobState]}")
         _check_int("limit", limit, 1, 2**63 - 1)
-        for what, value in (("queue", queue), ("task", task)):
+        for what, value in (("queue", queue), ("task", task), ("tag", tag)):
             if value is not None:
                 _check_text(what, value)
-        records = self.store.list_jobs(state=state, queue=queue, task=task, limit=int(limit))
+        records = self.store.list_jobs(
+            state=state, queue=queue, task=task, limit=int(limit), tag=tag
+        )
         return [Job(self.store, r) for r in records]
 
     def retry(self, job_id: int) -> Job:

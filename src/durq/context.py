@@ -7,7 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from durq.dependencies import ParentResults
 from durq.errors import DurqError
+from durq.model import ParentResult
 from durq.payload import encode, is_finite_fraction
 from durq.steps import StepStore, run_step
 
@@ -37,6 +39,7 @@ class JobContext:
     _lost: bool = field(default=False, repr=False)
     _steps: StepStore | None = field(default=None, repr=False)
     _will_retry: Callable[[BaseException], bool] | None = field(default=None, repr=False)
+    _parents: Callable[[int], list[ParentResult]] | None = field(default=None, repr=False)
 
     @property
     def lease_lost(self) -> bool:
@@ -106,6 +109,23 @@ class JobContext:
             Whatever ``fn`` raises propagates unchanged, and nothing is recorded.
         """
         return run_step(self, self._steps, name, fn, args, kwargs)
+
+    # -- dependencies --
+
+    def parent_results(self) -> ParentResults:
+        """The results of this job's parents (``after=``), read from the store once per call.
+
+        Returns:
+            A :class:`durq.dependencies.ParentResults`: ``results[parent_id]`` or
+            ``results["task_name"]``; a parent that did not succeed (possible with
+            ``on_parent_failure="run"``) gives None. Empty for a job without parents.
+
+        Raises:
+            DurqError: this context was not made by a worker.
+        """
+        if self._parents is None:
+            raise DurqError("parent_results() needs a context made by a durq worker")
+        return ParentResults(self._parents(self.job_id))
 
     # -- hooks --
 

@@ -160,6 +160,22 @@ class Job:
         errors = self.errors
         return errors[-1] if errors else None
 
+    @property
+    def parents(self) -> list[int]:
+        """Ids of the jobs this one waits for (``after=``), in id order (a read per call)."""
+        return [e.parent_id for e in self._store.edges([self.id]) if e.child_id == self.id]
+
+    @property
+    def children(self) -> list[int]:
+        """Ids of the jobs that wait for this one, in id order (a read per call)."""
+        edges = self._store.edges([self.id])
+        return sorted(e.child_id for e in edges if e.parent_id == self.id)
+
+    @property
+    def tags(self) -> list[str]:
+        """The job's tags (``options(tags=[...])``), sorted (a read per call)."""
+        return self._store.tags_of(self.id)
+
     def refresh(self) -> Job:
         """Re-read the row. Returns self.
 

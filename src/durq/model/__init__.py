@@ -9,6 +9,7 @@ submodule holds the records of one concern; this package re-exports them.
 from durq.model.alerts import Alert
 from durq.model.batches import BatchRecord, NewBatch
 from durq.model.blobs import BlobCollected, BlobRecord, BlobRelease, PutResult, RefResult
+from durq.model.dependencies import Edge, Parent, ParentResult
 from durq.model.inserts import Inserted, NewJob
 from durq.model.jobs import (
     HOOK_MAX_ATTEMPTS,
@@ -40,6 +41,7 @@ __all__ = [
     "BlobRecord",
     "BlobRelease",
     "Claimed",
+    "Edge",
     "Inserted",
     "JobLimit",
     "JobRecord",
@@ -48,6 +50,8 @@ __all__ = [
     "NewBatch",
     "NewJob",
     "Outcome",
+    "Parent",
+    "ParentResult",
     "PutResult",
     "QueuePause",
     "ReapSummary",

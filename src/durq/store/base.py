@@ -17,12 +17,14 @@ from durq.model import (
     BlobRecord,
     BlobRelease,
     Claimed,
+    Edge,
     Inserted,
     JobRecord,
     LimitUsage,
     NewBatch,
     NewJob,
     Outcome,
+    ParentResult,
     PutResult,
     QueuePause,
     ReapSummary,
@@ -103,7 +105,13 @@ class Store(Protocol):
     def get(self, job_id: int) -> JobRecord | None: ...
 
     def list_jobs(
-        self, *, state: str | None, queue: str | None, task: str | None, limit: int
+        self,
+        *,
+        state: str | None,
+        queue: str | None,
+        task: str | None,
+        limit: int,
+        tag: str | None = None,
     ) -> list[JobRecord]: ...
 
     def retry(self, job_id: int) -> bool: ...
@@ -337,6 +345,25 @@ class Store(Protocol):
         Raises:
             StoreError: PostgreSQL could not be read.
         """
+
+    # -- dependencies and tags (docs/features/dependencies.md, tags.md) --
+
+    def edges(self, job_ids: Sequence[int]) -> list[Edge]:
+        """Every dependency edge into or out of these jobs, with both ends' task and state."""
+        ...
+
+    def parent_results(self, job_id: int) -> list[ParentResult]:
+        """The parents of a job (id order) with their state and JSON result."""
+        ...
+
+    def tags_of(self, job_id: int) -> list[str]:
+        """The job's tags, sorted."""
+        ...
+
+    def stuck_waiting(self) -> list[int]:
+        """Ids of waiting jobs whose parents are all terminal (always empty unless a
+        transition missed its children: a health check)."""
+        ...
 
     # -- hooks --
 

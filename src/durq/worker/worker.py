@@ -325,6 +325,7 @@ class Worker:
             job.lease_token,
             self.app.store.set_progress,
             _steps=self.app.store,
+            _parents=self.app.store.parent_results,
             _will_retry=None if task is None else partial(self.executor.would_retry, job, task),
         )
         deadline = None

@@ -65,6 +65,16 @@ class SqliteBase:
             self, conn: sqlite3.Connection, params: dict[str, Any], limit: int
         ) -> list[Claimed]: ...
 
+        # workflows.py
+        @staticmethod
+        def _unique_holder(
+            conn: sqlite3.Connection, job: NewJob, now: float
+        ) -> Inserted | None: ...
+
+        def _set_workflow(
+            self, conn: sqlite3.Connection, jobs: Sequence[NewJob], out: Sequence[Inserted]
+        ) -> None: ...
+
         # hooking.py
         @staticmethod
         def _set_hooks(

@@ -11,6 +11,7 @@ from durq.errors import ConfigError
 from durq.failpoints import hit
 from durq.model import Claimed, Inserted, NewJob, Outcome, ReapSummary
 from durq.store.sqlite import batches as sb
+from durq.store.sqlite import dependencies as deps
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.base import SqliteBase
 from durq.store.sqlite.connection import retry_busy, translate
@@ -43,6 +44,7 @@ class JobsMixin(SqliteBase):
             and not jobs[0].has_extras
             and jobs[0].limit is None
             and not jobs[0].has_hooks
+            and not jobs[0].has_workflow
         ):
             # One row, one statement: SQLite wraps it in its own write transaction.
             job = jobs[0]
@@ -75,6 +77,25 @@ class JobsMixin(SqliteBase):
         plain: list[tuple[Any, ...]] = []
         for job in jobs:
             run_at = now + job.delay if job.run_at is None else job.run_at
+            if job.unique_key is not None:
+                if plain:
+                    conn.executemany(q.INSERT_JOB, plain)
+                    plain = []
+                holder = self._unique_holder(conn, job, now)
+                if holder is not None:
+                    out.append(holder)
+                    continue
+                if job.key is None:
+                    row = {
+                        "queue": job.queue, "task": job.task, "payload": job.payload,
+                        "priority": job.priority, "run_at": run_at,
+                        "max_attempts": job.max_attempts, "key": None, "created_at": now,
+                        "meta": job.meta,
+                    }  # fmt: skip
+                    new_id = conn.execute(q.INSERT_ONE, row).fetchone()[0]
+                    out.append(Inserted(new_id, True, run_at, now))
+                    next_id = max(next_id, new_id)
+                    continue
             if job.key is None and not explicit_ids:
                 row = {
                     "queue": job.queue, "task": job.task, "payload": job.payload,
@@ -114,6 +135,7 @@ class JobsMixin(SqliteBase):
             conn.executemany(q.INSERT_JOB, plain)
         self._set_limits(conn, jobs, out)
         self._set_hooks(conn, jobs, out)
+        self._set_workflow(conn, jobs, out)
         return out
 
     # -- running jobs ---------------------------------------------------------------------
@@ -139,6 +161,10 @@ class JobsMixin(SqliteBase):
                 applied.append(self._finish_one(conn, o, now))
             if outcomes:
                 self._close_batches_of(outcomes, applied, now)
+                finished = [
+                    o.job_id for o, done in zip(outcomes, applied, strict=True) if done
+                ]
+                deps.settle(conn, finished, now)  # children of the jobs that just ended
                 self._fail_hooks_of(conn, outcomes, applied, now)
                 hit("finish_tx")
             if limit > 0 and queues:
@@ -230,6 +256,7 @@ class JobsMixin(SqliteBase):
             row = conn.execute(q.RELEASE, params).fetchone()
             if row is not None and row[0] == "failed":
                 sb.close_for_jobs(conn, [job_id], params["now"])
+                deps.settle(conn, [job_id], params["now"])
                 self._fail_hooks(conn, [job_id], params["now"], flagged=not on_fail)
         return (row[0], row[1]) if row else None
 
@@ -240,6 +267,7 @@ class JobsMixin(SqliteBase):
             rows = conn.execute(q.REAP, {"now": now}).fetchall()
             sb.close_for_jobs(conn, [r[0] for r in rows if r[1] == "failed"], now)
             failed = [r[0] for r in rows if r[1] == "failed"]
+            deps.settle(conn, failed, now)
             self._fail_hooks(conn, failed, now, flagged=True, tasks=fail_tasks)
             summary = ReapSummary(
                 at=now,

@@ -3,7 +3,8 @@
 The class holds the plumbing (connections, write transactions, the file checks); its
 transitions come from one mixin per concern: jobs.py (enqueue, claim/finish, leases, reaper),
 admin.py, workers.py, pausing.py, batching.py, stepping.py, scheduling.py, parking.py,
-limiting.py, blobbing.py and hooking.py. Each feature's SQL is in its own module beside them.
+limiting.py, blobbing.py, hooking.py and
+workflows.py (dependencies, tags, uniqueness, fair keys). Each feature's SQL is in its own module beside them.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from durq.store.sqlite.pausing import PausingMixin
 from durq.store.sqlite.scheduling import SchedulingMixin
 from durq.store.sqlite.stepping import SteppingMixin
 from durq.store.sqlite.workers import WorkersMixin
+from durq.store.sqlite.workflows import WorkflowsMixin
 
 
 class SqliteStore(
@@ -52,6 +54,7 @@ class SqliteStore(
     LimitingMixin,
     BlobbingMixin,
     HookingMixin,
+    WorkflowsMixin,
     Shortcuts,
 ):
     """The durq store on one SQLite file.
