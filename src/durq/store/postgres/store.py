@@ -5,7 +5,7 @@ send ``NOTIFY`` so idle workers wake at once; one process at a time leads (runs 
 by holding an advisory lock on a dedicated session.
 
 The class holds the plumbing (the pool, transactions, the clock offset); its transitions
-come from one mixin per concern: jobs.py (enqueue, claim/finish, leases, reaper), admin.py,
+come from one mixin per concern: jobs.py (enqueue, claim/finish, leases, reaper), admin.py, workflows.py,
 workers.py (with wake-ups and leadership), pausing.py, batching.py, stepping.py,
 scheduling.py, parking.py, limiting.py, blobbing.py and hooking.py. Each feature's SQL is in
 its own module beside them.
@@ -48,7 +48,9 @@ from durq.store.postgres.parking import ParkingMixin
 from durq.store.postgres.pausing import PausingMixin
 from durq.store.postgres.scheduling import SchedulingMixin
 from durq.store.postgres.stepping import SteppingMixin
+from durq.store.postgres.dependencies import Dependencies
 from durq.store.postgres.workers import WorkersMixin
+from durq.store.postgres.workflows import WorkflowsMixin
 
 
 class PostgresStore(
@@ -63,6 +65,7 @@ class PostgresStore(
     LimitingMixin,
     BlobbingMixin,
     HookingMixin,
+    WorkflowsMixin,
     Shortcuts,
 ):
     """The durq store on PostgreSQL.
@@ -94,6 +97,7 @@ class PostgresStore(
         }
         self.channel = f"{NOTIFY_CHANNEL}_{self.options.schema}"
         self._batches = Batches(self.options.schema, self.channel)
+        self._deps = Dependencies(self.options.schema, self.channel, self._batches)
         self._pool = open_pool(self.options)
         self._offset = 0.0
         self._changed = threading.Event()
