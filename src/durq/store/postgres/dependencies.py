@@ -59,12 +59,14 @@ SET_WAITING = """
 UPDATE {s}.jobs SET state = 'waiting' WHERE id = ANY(%(ids)s::bigint[]) AND state = 'queued'
 """
 
-FRONTIER = """
+FRONTIER = (
+    """
 SELECT d.child_id, d.parent_id, d.on_failure, p.state, p.task
 FROM {s}.job_deps d JOIN {s}.jobs c ON c.id = d.child_id JOIN {s}.jobs p ON p.id = d.parent_id
-WHERE d.parent_id = ANY(%(ids)s::bigint[]) AND c.state = 'waiting'
-ORDER BY d.child_id, d.parent_id
-"""
+WHERE d.parent_id = ANY(%(ids)s::bigint[]) AND c.state = 'waiting' AND p.state IN """
+    + TERMINAL_SQL
+    + "\nORDER BY d.child_id, d.parent_id"
+)
 
 LOCK_CHILDREN = """
 SELECT id FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) AND state = 'waiting'

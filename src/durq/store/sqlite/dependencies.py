@@ -38,7 +38,7 @@ SET_WAITING = f"UPDATE jobs SET state = 'waiting' WHERE id IN {IDS} AND state = 
 FRONTIER = f"""
 SELECT d.child_id, d.parent_id, d.on_failure, p.state, p.task
 FROM job_deps d JOIN jobs c ON c.id = d.child_id JOIN jobs p ON p.id = d.parent_id
-WHERE d.parent_id IN {IDS} AND c.state = 'waiting'
+WHERE d.parent_id IN {IDS} AND c.state = 'waiting' AND p.state IN {TERMINAL_SQL}
 ORDER BY d.child_id, d.parent_id
 """
 
