@@ -25,7 +25,7 @@ import psycopg
 
 from durq.errors import ConfigError, ParentNotFound
 from durq.model import Edge, Inserted, NewJob, ParentResult
-from durq.model.batches import TERMINAL_SQL
+from durq.model.batches import TERMINAL, TERMINAL_SQL
 from durq.model.dependencies import CANCEL, PARENT_FAILED_KIND
 from durq.store.postgres.batches import Batches
 from durq.store.postgres.connection import render
@@ -73,13 +73,17 @@ SELECT id FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) AND state = 'waiting'
 ORDER BY id FOR UPDATE
 """
 
-# Parents mostly finish in id order: the scan starts at the highest parent id.
-PENDING_PARENT = (
+# What keeps the child from running: an unfinished parent, or a 'cancel' parent that ended
+# other than succeeded (one cancelled in this same settle). Parents mostly finish in id
+# order: the scan starts at the highest parent id.
+BLOCKING_PARENT = (
     """
-SELECT 1 FROM {s}.job_deps d JOIN {s}.jobs p ON p.id = d.parent_id
-WHERE d.child_id = %(id)s AND p.state NOT IN """
+SELECT p.id, p.task, p.state FROM {s}.job_deps d JOIN {s}.jobs p ON p.id = d.parent_id
+WHERE d.child_id = %(id)s
+  AND (p.state NOT IN """
     + TERMINAL_SQL
-    + "\nORDER BY d.parent_id DESC LIMIT 1"
+    + """ OR (d.on_failure = 'cancel' AND p.state <> 'succeeded'))
+ORDER BY d.parent_id DESC LIMIT 1"""
 )
 
 PROMOTE = """
@@ -244,8 +248,13 @@ class Dependencies:
                 if child in blocker:
                     self._cancel(conn, child, blocker[child], at)
                     cancelled.append(child)
-                elif not conn.execute(self.sql["PENDING_PARENT"], {"id": child}).fetchall():
-                    ready.append(child)
+                else:
+                    row = conn.execute(self.sql["BLOCKING_PARENT"], {"id": child}).fetchone()
+                    if row is None:
+                        ready.append(child)
+                    elif row[2] in TERMINAL:  # a 'cancel' parent that did not succeed
+                        self._cancel(conn, child, (int(row[0]), row[1], row[2]), at)
+                        cancelled.append(child)
             if ready:
                 self._pass_results(conn, ready)
                 conn.execute(

@@ -15,12 +15,13 @@ from collections.abc import Sequence
 
 from durq.errors import ConfigError, ParentNotFound
 from durq.model import Inserted, NewJob
-from durq.model.batches import TERMINAL_SQL
+from durq.model.batches import TERMINAL, TERMINAL_SQL
 from durq.model.dependencies import CANCEL, PARENT_FAILED_KIND
 from durq.store.sqlite import batches as sb
 from durq.store.sqlite.queries import HISTORY
 
 IDS = "(SELECT value FROM json_each(:ids))"
+TERMINAL_STATES = frozenset(TERMINAL)
 
 # Marks the parents (they now have children) and reads their states in one statement.
 MARK_PARENTS = f"""
@@ -42,12 +43,14 @@ WHERE d.parent_id IN {IDS} AND c.state = 'waiting' AND p.state IN {TERMINAL_SQL}
 ORDER BY d.child_id, d.parent_id
 """
 
-# Is any parent of the child unfinished? Parents mostly finish in id order, so the scan
-# starts at the highest parent id (the primary key read backwards): a 10,000-wide fan-in
-# answers at its first row, not its 10,000th.
-PENDING_PARENT = f"""
-SELECT 1 FROM job_deps d JOIN jobs p ON p.id = d.parent_id
-WHERE d.child_id = :id AND p.state NOT IN {TERMINAL_SQL}
+# What keeps the child from running: an unfinished parent, or a 'cancel' parent that ended
+# other than succeeded (one cancelled in this same settle, before the child is looked at).
+# Parents mostly finish in id order, so the scan starts at the highest parent id (the
+# primary key read backwards): a 10,000-wide fan-in answers at its first row.
+BLOCKING_PARENT = f"""
+SELECT p.id, p.task, p.state FROM job_deps d JOIN jobs p ON p.id = d.parent_id
+WHERE d.child_id = :id
+  AND (p.state NOT IN {TERMINAL_SQL} OR (d.on_failure = '{CANCEL}' AND p.state <> 'succeeded'))
 ORDER BY d.parent_id DESC LIMIT 1
 """
 
@@ -165,8 +168,13 @@ def settle(conn: sqlite3.Connection, job_ids: Sequence[int], now: float) -> None
             if child in blocker:
                 _cancel(conn, child, blocker[child], now)
                 cancelled.append(child)
-            elif not conn.execute(PENDING_PARENT, {"id": child}).fetchall():
-                ready.append(child)
+            else:
+                row = conn.execute(BLOCKING_PARENT, {"id": child}).fetchone()
+                if row is None:
+                    ready.append(child)
+                elif row[2] in TERMINAL_STATES:  # a 'cancel' parent that did not succeed
+                    _cancel(conn, child, (row[0], row[1], row[2]), now)
+                    cancelled.append(child)
         _promote(conn, ready, now)
         if cancelled:
             sb.close_for_jobs(conn, cancelled, now)
