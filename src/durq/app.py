@@ -369,8 +369,8 @@ class Durq(
         opts = EnqueueOptions(
             queue, delay, run_at, priority, key, max_attempts, meta, connection,
             park=park, park_ttl=park_ttl, deadline=deadline, deadline_in=deadline_in,
-            notice_after=notice_after, after=tuple(after), on_parent_failure=on_parent_failure,
-            tags=tuple(tags), unique=unique,
+            notice_after=notice_after, after=after, on_parent_failure=on_parent_failure,
+            tags=tags, unique=unique,
         )  # fmt: skip
         return self.enqueue_with(
             task_name, {} if payload is None else payload, opts, task=self.tasks.get(task_name)

@@ -63,8 +63,6 @@ def check_tags(tags: Sequence[str]) -> tuple[str, ...]:
     Raises:
         ConfigError: a tag that is not a non-empty str, too long, or too many tags.
     """
-    if isinstance(tags, str):
-        raise ConfigError(f"tags must be a list of str, not the str {tags!r}")
     out = tuple(dict.fromkeys(_check_name("tag", t, MAX_TAG) for t in tags))
     if len(out) > MAX_TAGS:
         raise ConfigError(f"at most {MAX_TAGS} tags per job, not {len(out)}")
@@ -104,6 +102,9 @@ def workflow_fields(opts: EnqueueOptions) -> dict[str, Any]:
             together with ``after`` (a parked child would never be released).
     """
     out: dict[str, Any] = {}
+    for what, value in (("after", opts.after), ("tags", opts.tags)):
+        if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+            raise ConfigError(f"{what}= takes a list, not {value!r}")
     if opts.after:
         on_failure = check_on_parent_failure(opts.on_parent_failure)
         if opts.park:

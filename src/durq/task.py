@@ -186,8 +186,8 @@ class Task(Generic[P, R]):
         opts = EnqueueOptions(
             queue, delay, run_at, priority, key, max_attempts, meta, connection,
             park=park, park_ttl=park_ttl, deadline=deadline, deadline_in=deadline_in,
-            notice_after=notice_after, after=tuple(after), on_parent_failure=on_parent_failure,
-            tags=tuple(tags), unique=unique,
+            notice_after=notice_after, after=after, on_parent_failure=on_parent_failure,
+            tags=tags, unique=unique,
         )  # fmt: skip
         return BoundTask(self, opts)
 
