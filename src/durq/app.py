@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, TypeVar, overload
 
 from durq.batches import current_batch_id
+from durq.codecs import Codec
 from durq.checks import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_QUEUE,
@@ -89,6 +90,12 @@ class Durq(
         migrate: create or upgrade the schema when the database is first used (default).
             False opens only a database that already has this durq's schema, and writes no
             schema (``StoreError`` otherwise): for tools that must not change a database.
+        strict_types: check every annotated task parameter at enqueue (``url=123`` for
+            ``url: str`` is refused), not only rich ones (dataclasses, TypedDicts, enums,
+            datetimes, pydantic models); a task's own ``strict_types`` also turns it on
+            (docs/features/typed-payloads.md).
+        codec: encodes payloads, results and step records at rest, e.g.
+            :class:`durq.codecs.Encrypted` (docs/features/encryption.md); None: plain JSON.
 
     The database is opened (and migrated) on first use, not at construction.
     """
@@ -102,6 +109,8 @@ class Durq(
         retry_unclassified: bool = True,
         clock: Callable[[], float] = time.time,
         migrate: bool = True,
+        strict_types: bool = False,
+        codec: Codec | None = None,
     ) -> None:
         self.url = url or os.environ.get("DURQ_URL") or DEFAULT_URL
         self.payload_limit = payload_limit
@@ -109,6 +118,8 @@ class Durq(
         self.retry_unclassified = retry_unclassified
         self.clock = clock
         self.auto_migrate = migrate
+        self.strict_types = strict_types
+        self.codec = codec
         self.tasks: dict[str, Task[Any, Any]] = {}
         self._store: Store | None = None
         self._open_lock = threading.Lock()
@@ -162,6 +173,8 @@ class Durq(
         rate_limit: str | None = None,
         on_fail: Callable[[Job], Any] | None = None,
         hook_queue: str | None = None,
+        fair_key: Callable[[dict[str, Any]], str] | None = None,
+        strict_types: bool | None = None,
     ) -> Callable[[Callable[..., Any]], Task[Any, Any]]: ...
 
     def task(
@@ -184,6 +197,8 @@ class Durq(
         rate_limit: str | None = None,
         on_fail: Callable[[Job], Any] | None = None,
         hook_queue: str | None = None,
+        fair_key: Callable[[dict[str, Any]], str] | None = None,
+        strict_types: bool | None = None,
     ) -> Task[Any, Any] | Callable[[Callable[..., Any]], Task[Any, Any]]:
         """Register a function (``def`` or ``async def``) as a task.
 
@@ -227,6 +242,11 @@ class Durq(
             hook_queue: the queue of this task's hook jobs (``on_expire``, ``on_slow``,
                 ``on_fail``); default: the job's own queue. Use a queue that is not paused
                 with the task's, so that hooks run during maintenance.
+            fair_key: ``payload dict -> str`` evaluated at enqueue (e.g. the tenant): claims
+                take its jobs round-robin across keys, so one key's backlog cannot starve
+                another's (docs/features/fairness.md).
+            strict_types: check every annotated parameter at enqueue, not only rich ones
+                (None: the app's ``strict_types``); docs/features/typed-payloads.md.
 
         Raises:
             ConfigError: a bad option, or another function already registered as ``name``.
@@ -236,6 +256,8 @@ class Durq(
             task_name = _check_name("task name", name or func.__name__)
             if max_attempts < 1:
                 raise ConfigError(f"max_attempts must be >= 1, not {max_attempts}")
+            if fair_key is not None and not callable(fair_key):
+                raise ConfigError(f"fair_key must be a callable payload -> str, not {fair_key!r}")
             if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
                 raise ConfigError(f"timeout must be a positive number of seconds, not {timeout}")
             rules: Sequence[Rule | Classifier]
@@ -263,6 +285,8 @@ class Durq(
                 **self._deadline_defaults(deadline_in, notice_after, on_expire, on_slow),
                 limits=TaskLimits.build(task_name, concurrency, concurrency_key, rate_limit),
                 **self._hook_options(on_fail, hook_queue),
+                fair_key=fair_key,
+                strict_types=self.strict_types if strict_types is None else strict_types,
             )
             self.tasks[task_name] = registered
             return registered
@@ -466,8 +490,10 @@ class Durq(
         result will fill (dq.chain), so the signature check counts it as given."""
         if isinstance(payload, Mapping) and not isinstance(payload, dict):
             payload = _as_dict(payload, "payload")
-        body = encode_payload(payload, self.payload_limit)
         task = self.tasks.get(t.task)
+        if task is not None and task.typed.checked:  # typed payloads, checked and converted
+            payload = task.typed.to_payload(payload, task.name)
+        body = encode_payload(payload, self.payload_limit)
         if task is not None:  # the producer knows the function: refuse what cannot fit it now
             problem = task.payload_problem(payload if passed is None else {**payload, passed: 0})
             if problem is not None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
 from durq.classify import Classifier, Rule
 from durq.retry import Backoff
+from durq.typed import TypedParams
 
 if TYPE_CHECKING:
     from durq.job import Job
@@ -117,6 +118,7 @@ class Task(Generic[P, R]):
         self.app = app
         self.fair_key = fair_key
         self.strict_types = strict_types
+        self.typed = TypedParams(fn, strict_types)  # typed payloads (durq.typed)
         self.fn = fn
         self.name = name
         self.queue = queue

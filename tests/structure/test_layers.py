@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "durq.periodic",
             "durq.checks",
             "durq.codecs",
-            "durq.typing",
+            "durq.typed",
         ),
     ),
     ("store", ("durq.store",)),

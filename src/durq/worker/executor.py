@@ -55,6 +55,11 @@ class Executor:
         if problem is not None:
             message = f"payload does not fit {task.name}(): {problem}"
             return self.failed(job, "BadPayload", message, "bad_payload")
+        if task.typed.checked:  # typed payloads: dataclasses, enums, datetimes, models
+            try:
+                payload = task.typed.from_payload(payload, task.name)
+            except PayloadError as exc:
+                return self.failed(job, "BadPayload", str(exc), "bad_payload")
         return task, payload
 
     def run_sync(self, job: Claimed, ctx: JobContext) -> Outcome:
