@@ -137,9 +137,9 @@ class Durq(
         if self._store is None:
             with self._open_lock:
                 if self._store is None:
-                    self._store = open_store(
-                        self.url, clock=self.clock, auto_migrate=self.auto_migrate
-                    )
+                    store = open_store(self.url, clock=self.clock, auto_migrate=self.auto_migrate)
+                    store.codec = self.codec  # the store passes results down a chain
+                    self._store = store
         return self._store
 
     def close(self) -> None:
@@ -494,6 +494,8 @@ class Durq(
         if task is not None and task.typed.checked:  # typed payloads, checked and converted
             payload = task.typed.to_payload(payload, task.name)
         body = encode_payload(payload, self.payload_limit)
+        if self.codec is not None:  # at rest: e.g. durq.codecs.Encrypted
+            body = self.codec.encode(body)
         if task is not None:  # the producer knows the function: refuse what cannot fit it now
             problem = task.payload_problem(payload if passed is None else {**payload, passed: 0})
             if problem is not None:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from durq.codecs import Codec
 from durq.dependencies import ParentResults
 from durq.errors import DurqError
 from durq.model import ParentResult
@@ -40,6 +41,7 @@ class JobContext:
     _steps: StepStore | None = field(default=None, repr=False)
     _will_retry: Callable[[BaseException], bool] | None = field(default=None, repr=False)
     _parents: Callable[[int], list[ParentResult]] | None = field(default=None, repr=False)
+    _codec: Codec | None = field(default=None, repr=False)
 
     @property
     def lease_lost(self) -> bool:
@@ -125,7 +127,7 @@ class JobContext:
         """
         if self._parents is None:
             raise DurqError("parent_results() needs a context made by a durq worker")
-        return ParentResults(self._parents(self.job_id))
+        return ParentResults(self._parents(self.job_id), self._codec)
 
     # -- hooks --
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from durq.checks import _check_name
+from durq.codecs import Codec, decode_with
 from durq.errors import ConfigError
 from durq.model import NewJob, Parent, ParentResult
 from durq.model.dependencies import CANCEL, ON_PARENT_FAILURE
@@ -157,11 +158,12 @@ class ParentResults(Mapping[int | str, Any]):
     result None; :meth:`state` says how it ended.
     """
 
-    def __init__(self, parents: Sequence[ParentResult]) -> None:
+    def __init__(self, parents: Sequence[ParentResult], codec: Codec | None = None) -> None:
         self._parents = {p.id: p for p in parents}
+        self._codec = codec
 
     def _value(self, p: ParentResult) -> Any:
-        return None if p.result is None else json.loads(p.result)
+        return None if p.result is None else json.loads(decode_with(self._codec, p.result))
 
     def __getitem__(self, key: int | str) -> Any:
         if isinstance(key, str):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from durq.codecs import Codec
 from durq.model import (
     Alert,
     BatchRecord,
@@ -40,6 +41,8 @@ class Store(Protocol):
     """What a backend provides. Times are seconds since the epoch from :meth:`now`."""
 
     url: str
+    #: How payloads, results and steps are stored at rest (durq.codecs); set by the app.
+    codec: Codec | None
     #: True when the backend pushes wake-ups (LISTEN/NOTIFY); False means poll :meth:`changed`.
     supports_notify: bool
 

@@ -18,11 +18,12 @@ finishes them in a transaction that also settles their children.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
 
+from durq.codecs import Codec, decode_with, encode_with
 from durq.errors import ConfigError, ParentNotFound
 from durq.model import Edge, Inserted, NewJob, ParentResult
 from durq.model.batches import TERMINAL, TERMINAL_SQL
@@ -146,7 +147,13 @@ class Dependencies:
     """The dependency steps for one schema, on the caller's connection and transaction;
     ``at`` is the store's injected clock (None: the database's)."""
 
-    def __init__(self, schema: str, channel: str, batches: Batches) -> None:
+    def __init__(
+        self,
+        schema: str,
+        channel: str,
+        batches: Batches,
+        codec: Callable[[], Codec | None] = lambda: None,
+    ) -> None:
         self.sql = {
             name: render(value, schema)
             for name, value in globals().items()
@@ -154,6 +161,7 @@ class Dependencies:
         }
         self.channel = channel
         self.batches = batches
+        self.codec = codec  # the store's codec, read when results pass down a chain
 
     def add_parents(
         self,
@@ -276,7 +284,7 @@ class Dependencies:
         rows = conn.execute(self.sql["PASSED_RESULTS"], {"ids": ready}).fetchall()
         by_child: dict[int, dict[str, Any]] = {}
         for child, name, as_list, result in rows:
-            value = None if result is None else json.loads(result)
+            value = None if result is None else json.loads(decode_with(self.codec(), result))
             args = by_child.setdefault(int(child), {})
             if as_list:
                 args.setdefault(name, []).append(value)
@@ -285,9 +293,10 @@ class Dependencies:
         for child, args in by_child.items():
             row = conn.execute(self.sql["SELECT_PAYLOAD"], {"id": child}).fetchone()
             assert row is not None
-            body = json.loads(row[0])
+            body = json.loads(decode_with(self.codec(), row[0]))
             body.update(args)
-            conn.execute(self.sql["SET_PAYLOAD"], {"id": child, "payload": json.dumps(body)})
+            stored = encode_with(self.codec(), json.dumps(body))
+            conn.execute(self.sql["SET_PAYLOAD"], {"id": child, "payload": stored})
 
     def edges(self, conn: psycopg.Connection[Any], job_ids: Sequence[int]) -> list[Edge]:
         rows = conn.execute(self.sql["EDGES_OF"], {"ids": list(job_ids)}).fetchall()

@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 
+from durq.codecs import Codec
 from durq.errors import StoreError
 from durq.model.limits import lock_id
 from durq.store.base import Shortcuts
@@ -84,6 +85,7 @@ class PostgresStore(
         SchemaTooNew: the schema was migrated by a newer durq.
     """
 
+    codec: Codec | None = None
     supports_notify = True
 
     def __init__(
@@ -97,7 +99,9 @@ class PostgresStore(
         }
         self.channel = f"{NOTIFY_CHANNEL}_{self.options.schema}"
         self._batches = Batches(self.options.schema, self.channel)
-        self._deps = Dependencies(self.options.schema, self.channel, self._batches)
+        self._deps = Dependencies(
+            self.options.schema, self.channel, self._batches, lambda: self.codec
+        )
         self._pool = open_pool(self.options)
         self._offset = 0.0
         self._changed = threading.Event()

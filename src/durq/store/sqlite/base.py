@@ -8,6 +8,7 @@ if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Callable, Sequence
 
+    from durq.codecs import Codec
     from durq.model import Claimed, Inserted, NewJob, Outcome
     from durq.store.sqlite.connection import SqliteOptions
 
@@ -23,6 +24,7 @@ class SqliteBase:
 
     if TYPE_CHECKING:
         path: str
+        codec: Codec | None
         options: SqliteOptions
         _clock: Callable[[], float]
         _data_version: int | None

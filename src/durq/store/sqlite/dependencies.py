@@ -13,6 +13,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from durq.codecs import Codec, decode_with, encode_with
 from durq.errors import ConfigError, ParentNotFound
 from durq.model import Inserted, NewJob
 from durq.model.batches import TERMINAL, TERMINAL_SQL
@@ -104,7 +105,11 @@ def reason(parent_id: int, task: str, state: str) -> str:
 
 
 def add_parents(
-    conn: sqlite3.Connection, jobs: Sequence[NewJob], out: Sequence[Inserted], now: float
+    conn: sqlite3.Connection,
+    jobs: Sequence[NewJob],
+    out: Sequence[Inserted],
+    now: float,
+    codec: Codec | None = None,
 ) -> None:
     """Store the edges of the rows just inserted and settle each new child (same transaction):
     it waits if a parent is unfinished, is cancelled if a ``cancel`` parent already failed,
@@ -146,10 +151,12 @@ def add_parents(
         )
         children.append(ins.id)
     if children:
-        _decide(conn, children, now, fresh=True)
+        _decide(conn, children, now, codec)
 
 
-def settle(conn: sqlite3.Connection, job_ids: Sequence[int], now: float) -> None:
+def settle(
+    conn: sqlite3.Connection, job_ids: Sequence[int], now: float, codec: Codec | None = None
+) -> None:
     """After ``job_ids`` became terminal: queue each waiting child whose last parent that
     was, cancel each whose ``cancel`` parent ended other than succeeded, and follow the
     cancellations down the graph. No-op (one indexed read) for jobs without children."""
@@ -175,13 +182,15 @@ def settle(conn: sqlite3.Connection, job_ids: Sequence[int], now: float) -> None
                 elif row[2] in TERMINAL_STATES:  # a 'cancel' parent that did not succeed
                     _cancel(conn, child, (row[0], row[1], row[2]), now)
                     cancelled.append(child)
-        _promote(conn, ready, now)
+        _promote(conn, ready, now, codec)
         if cancelled:
             sb.close_for_jobs(conn, cancelled, now)
         frontier = cancelled
 
 
-def _decide(conn: sqlite3.Connection, children: list[int], now: float, *, fresh: bool) -> None:
+def _decide(
+    conn: sqlite3.Connection, children: list[int], now: float, codec: Codec | None
+) -> None:
     """Settle new children against every parent: wait, cancel, or run now."""
     waiting: list[int] = []
     ready: list[int] = []
@@ -202,12 +211,12 @@ def _decide(conn: sqlite3.Connection, children: list[int], now: float, *, fresh:
             waiting.append(child)
         else:
             ready.append(child)
-    if waiting and fresh:
+    if waiting:
         conn.execute(SET_WAITING, {"ids": json.dumps(waiting)})
-    _pass_results(conn, ready)
+    _pass_results(conn, ready, codec)
     if cancelled:
         sb.close_for_jobs(conn, cancelled, now)
-        settle(conn, cancelled, now)
+        settle(conn, cancelled, now, codec)
 
 
 def _cancel(
@@ -220,14 +229,16 @@ def _cancel(
     conn.execute(CANCEL_CHILD, {"id": child, "now": now, "error": json.dumps(error)})
 
 
-def _promote(conn: sqlite3.Connection, ready: list[int], now: float) -> None:
+def _promote(
+    conn: sqlite3.Connection, ready: list[int], now: float, codec: Codec | None
+) -> None:
     if not ready:
         return
-    _pass_results(conn, ready)
+    _pass_results(conn, ready, codec)
     conn.execute(PROMOTE, {"ids": json.dumps(ready), "now": now})
 
 
-def _pass_results(conn: sqlite3.Connection, ready: list[int]) -> None:
+def _pass_results(conn: sqlite3.Connection, ready: list[int], codec: Codec | None) -> None:
     """Write the parents' results into the arguments named by ``pass_as`` (dq.chain and
     dq.group(...).then): the value, or the list of a fan-in's results in parent id order."""
     if not ready:
@@ -237,7 +248,7 @@ def _pass_results(conn: sqlite3.Connection, ready: list[int]) -> None:
         return
     by_child: dict[int, dict[str, object]] = {}
     for child, name, as_list, result in rows:
-        value = None if result is None else json.loads(result)
+        value = None if result is None else json.loads(decode_with(codec, result))
         args = by_child.setdefault(child, {})
         if as_list:
             bucket = args.setdefault(name, [])
@@ -247,6 +258,7 @@ def _pass_results(conn: sqlite3.Connection, ready: list[int]) -> None:
             args[name] = value
     for child, args in by_child.items():
         (payload,) = conn.execute(SELECT_PAYLOAD, {"id": child}).fetchone()
-        body = json.loads(payload)
+        body = json.loads(decode_with(codec, payload))
         body.update(args)
-        conn.execute(SET_PAYLOAD, {"id": child, "payload": json.dumps(body)})
+        stored = encode_with(codec, json.dumps(body))
+        conn.execute(SET_PAYLOAD, {"id": child, "payload": stored})

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from durq.codecs import Codec
 from durq.errors import StoreError
 from durq.store.base import Shortcuts
 from durq.store.sqlite.admin import AdminMixin
@@ -75,6 +76,7 @@ class SqliteStore(
         SchemaTooNew: the database was written by a newer durq.
     """
 
+    codec: Codec | None = None
     supports_notify = False
 
     def __init__(

@@ -72,7 +72,7 @@ class WorkflowsMixin(SqliteBase):
         if tags:
             conn.executemany(INSERT_TAG, tags)
         if any(job.parents for job in jobs):
-            deps.add_parents(conn, jobs, out, self.now())
+            deps.add_parents(conn, jobs, out, self.now(), self.codec)
 
     def edges(self, job_ids: Sequence[int]) -> list[Edge]:
         rows = self._read(deps.EDGES_OF, {"ids": json.dumps(list(job_ids))})
