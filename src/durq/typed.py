@@ -286,16 +286,30 @@ class TypedParams:
     def from_text(self, name: str, raw: str) -> Any:
         """A ``key=value`` argument of ``durq enqueue`` by its annotation: a ``str``
         parameter keeps the text as is, ``bool`` takes true/false/yes/no/1/0, numbers and
-        JSON types parse JSON, an enum or a datetime parameter takes its text."""
+        JSON types parse JSON, an enum or a datetime parameter takes its text. The value is
+        then checked against the annotation.
+
+        Raises:
+            PayloadError: the converted value does not fit (``count: expected int, got str
+                'many'``).
+        """
         tp = self.types.get(name)
         options = _union_args(tp) or (tp,)
+        value: Any
         if str in options or any(
             isinstance(o, type) and issubclass(o, dt.date) for o in options
         ):
-            return raw
-        if bool in options and raw.lower() in ("true", "false", "yes", "no", "1", "0"):
-            return raw.lower() in ("true", "yes", "1")
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw
+            value = raw
+        elif bool in options and raw.lower() in ("true", "false", "yes", "no", "1", "0"):
+            value = raw.lower() in ("true", "yes", "1")
+        else:
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                value = raw
+        if tp is not None:
+            try:
+                to_json(value, tp, name)
+            except TypeProblem as exc:
+                raise PayloadError(str(exc)) from None
+        return value
