@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any, TypeVar, overload
 
 from durq.batches import current_batch_id
-from durq.codecs import Codec
 from durq.checks import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_QUEUE,
@@ -32,6 +31,8 @@ from durq.checks import (
     _point_in_time,
 )
 from durq.classify import Classifier, Rule
+from durq.codecs import Codec
+from durq.dependencies import with_workflow, workflow_fields
 from durq.errors import (
     ConfigError,
     JobGone,
@@ -49,7 +50,6 @@ from durq.facade import (
     RetentionFacade,
     WorkflowsFacade,
 )
-from durq.dependencies import with_workflow, workflow_fields
 from durq.hooks import with_hooks
 from durq.job import Job
 from durq.limits import TaskLimits, with_limit

@@ -80,8 +80,7 @@ class Encrypted:
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
         except ImportError:  # pragma: no cover - the extra is installed in CI
             raise ConfigError(
-                "durq.codecs.Encrypted needs the cryptography package: "
-                "pip install 'durq[crypto]'"
+                "durq.codecs.Encrypted needs the cryptography package: pip install 'durq[crypto]'"
             ) from None
         if not keys:
             raise ConfigError("Encrypted needs at least one (key_id, key) pair")

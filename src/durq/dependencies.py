@@ -70,7 +70,7 @@ def check_tags(tags: Sequence[str]) -> tuple[str, ...]:
     return out
 
 
-def check_unique(unique: str | None, key: str | None) -> float | None | bool:
+def check_unique(unique: str | None, key: str | None) -> float | bool | None:
     """Parse ``unique``: False for None (the key, if any, is an idempotency key held until
     the row is pruned), None for ``"active"``, the seconds N for ``"period:N"``.
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from durq.errors import ConfigError, DurqError, LeaseLost, PayloadError, StepResultError
 from durq.codecs import decode_with, encode_with
+from durq.errors import ConfigError, DurqError, LeaseLost, PayloadError, StepResultError
 from durq.payload import DEFAULT_PAYLOAD_LIMIT, decode, encode
 
 #: The longest step name accepted, in characters.
@@ -92,7 +92,9 @@ def run_step(
         return decode(body)  # the JSON round trip: the same value a later attempt gets
     stored, held = store.step_state(ctx.job_id, ctx.lease_token, name)
     if held and stored is not None:
-        return decode(decode_with(codec, stored))  # the same name recorded first by another thread of this attempt
+        return decode(
+            decode_with(codec, stored)
+        )  # the same name recorded first by another thread of this attempt
     ctx.mark_lease_lost()
     raise LeaseLost(
         f"job {ctx.job_id} attempt {ctx.attempt}: lease lost while step {name!r} ran; "

@@ -95,7 +95,7 @@ def from_json(value: Any, tp: Any, path: str) -> Any:
     return _convert(value, tp, path, outbound=False)
 
 
-def _convert(value: Any, tp: Any, path: str, *, outbound: bool) -> Any:  # noqa: C901, PLR0911, PLR0912
+def _convert(value: Any, tp: Any, path: str, *, outbound: bool) -> Any:
     if tp is Any or tp is _EMPTY or tp is object:
         return value
     if tp is None or tp is type(None):
@@ -127,7 +127,9 @@ def _convert(value: Any, tp: Any, path: str, *, outbound: bool) -> Any:  # noqa:
                      for i, (v, a) in enumerate(zip(value, args, strict=True))]  # fmt: skip
         else:
             item = args[0] if args else Any
-            items = [_convert(v, item, f"{path}[{i}]", outbound=outbound) for i, v in enumerate(value)]
+            items = [
+                _convert(v, item, f"{path}[{i}]", outbound=outbound) for i, v in enumerate(value)
+            ]
         if outbound:
             return items
         return tuple(items) if origin is tuple or tp is tuple else items
@@ -175,8 +177,9 @@ def _convert(value: Any, tp: Any, path: str, *, outbound: bool) -> Any:  # noqa:
 
 def _when(value: Any, tp: type, path: str, *, outbound: bool) -> Any:
     is_datetime = issubclass(tp, dt.datetime)
-    if isinstance(value, tp) and (is_datetime or not isinstance(value, dt.datetime)):
-        return value.isoformat() if outbound else value
+    if isinstance(value, dt.date) and isinstance(value, tp):
+        if is_datetime or not isinstance(value, dt.datetime):
+            return value.isoformat() if outbound else value
     if isinstance(value, str):
         try:
             parsed = (dt.datetime if is_datetime else dt.date).fromisoformat(value)
@@ -231,7 +234,9 @@ def _model(value: Any, tp: Any, path: str, *, outbound: bool) -> Any:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
-        raise TypeProblem(f"{path}.{where}" if where else path, first.get("msg", str(exc))) from None
+        raise TypeProblem(
+            f"{path}.{where}" if where else path, first.get("msg", str(exc))
+        ) from None
     return model.model_dump(mode="json") if outbound else model
 
 
@@ -296,9 +301,7 @@ class TypedParams:
         tp = self.types.get(name)
         options = _union_args(tp) or (tp,)
         value: Any
-        if str in options or any(
-            isinstance(o, type) and issubclass(o, dt.date) for o in options
-        ):
+        if str in options or any(isinstance(o, type) and issubclass(o, dt.date) for o in options):
             value = raw
         elif bool in options and raw.lower() in ("true", "false", "yes", "no", "1", "0"):
             value = raw.lower() in ("true", "yes", "1")

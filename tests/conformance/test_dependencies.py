@@ -280,7 +280,9 @@ def test_two_parents_finishing_at_once_release_the_child_exactly_once(
         barrier = threading.Barrier(2)
         done: list[list[bool]] = []
 
-        def finish(store: Any, c: Claimed) -> None:
+        def finish(
+            store: Any, c: Claimed, barrier: threading.Barrier = barrier, done: Any = done
+        ) -> None:
             barrier.wait()
             done.append(store.finish([ok(c)]))
 
@@ -314,9 +316,11 @@ def test_a_child_added_while_its_parent_finishes_is_never_stranded(
         barrier = threading.Barrier(2)
         child: list[durq.Job] = []
 
-        def add_child() -> None:
+        def add_child(
+            barrier: threading.Barrier = barrier, child: Any = child, parent: int = p.id
+        ) -> None:
             barrier.wait()
-            child.append(other.tasks["step"].options(after=[p.id]).enqueue(n=2))
+            child.append(other.tasks["step"].options(after=[parent]).enqueue(n=2))
 
         t = threading.Thread(target=add_child)
         t.start()

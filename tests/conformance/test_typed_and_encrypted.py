@@ -19,7 +19,6 @@ import pytest
 import durq
 from durq.codecs import Encrypted
 from durq.errors import ConfigError, PayloadError
-from durq.model import Claimed
 from durq.worker.executor import Executor
 from tests.support.procs import ROOT
 
@@ -121,6 +120,7 @@ def test_plain_annotations_are_checked_only_with_strict_types(
         strict_fetch.enqueue(url="x", tries=True)
     everywhere = durq.Durq(backend_url, strict_types=True)
     try:
+
         @everywhere.task
         def fetch2(url: str) -> None:
             return None
@@ -146,7 +146,7 @@ def test_a_worker_fails_a_stored_payload_that_does_not_fit_as_bad_payload(
     assert "order.id: expected int" in outcome.error.message
 
 
-TYPED_APP = '''
+TYPED_APP = """
 import dataclasses, datetime as dt, enum
 import durq
 dq = durq.Durq()
@@ -159,7 +159,7 @@ class Level(enum.Enum):
 def report(zip: str, count: int, ratio: float, urgent: bool, level: Level, at: dt.datetime,
            tags: list[str]) -> None:
     return None
-'''
+"""
 
 
 def test_durq_enqueue_converts_key_value_by_annotation(tmp_path: Path, backend_url: str) -> None:

@@ -70,7 +70,11 @@ def jobs_show(job_id: int, db: str, as_json: bool) -> None:
         app = open_existing(db)
         job = app.get(job_id)
         steps = app.steps(job_id)
-        links = {"tags": job.tags, "parents": job.parents, "children": job.children}
+        links: dict[str, list[Any]] = {
+            "tags": list(job.tags),
+            "parents": list(job.parents),
+            "children": list(job.children),
+        }
     except DurqError as exc:
         fail(str(exc))
     if as_json:

@@ -46,8 +46,10 @@ class NewJob:
     @property
     def has_workflow(self) -> bool:
         """True when the row needs dependency, tag, uniqueness or fairness work."""
-        return bool(self.parents or self.tags) or self.unique_key is not None or (
-            self.fair_key is not None
+        return (
+            bool(self.parents or self.tags)
+            or self.unique_key is not None
+            or (self.fair_key is not None)
         )
 
     @property

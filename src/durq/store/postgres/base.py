@@ -13,8 +13,8 @@ if TYPE_CHECKING:
 
     from durq.model import Claimed, Inserted, NewJob, Outcome
     from durq.store.postgres.batches import Batches
-    from durq.store.postgres.dependencies import Dependencies
     from durq.store.postgres.connection import PostgresOptions
+    from durq.store.postgres.dependencies import Dependencies
 
 
 class PostgresBase:
@@ -54,6 +54,11 @@ class PostgresBase:
         def _tx(
             self, transaction: bool = True
         ) -> contextlib.AbstractContextManager[psycopg.Connection[Any]]: ...
+
+        # fairness.py
+        def _claim_fair(
+            self, queue: str, tasks: Sequence[str], limit: int, lease: float, worker_id: str
+        ) -> list[Claimed]: ...
 
         # workflows.py
         def _unique_holder(

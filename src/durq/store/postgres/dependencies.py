@@ -235,7 +235,9 @@ class Dependencies:
             self.batches.close_for_jobs(conn, cancelled, at)
             self.settle(conn, cancelled, at)
 
-    def settle(self, conn: psycopg.Connection[Any], job_ids: Sequence[int], at: float | None) -> None:
+    def settle(
+        self, conn: psycopg.Connection[Any], job_ids: Sequence[int], at: float | None
+    ) -> None:
         """After ``job_ids`` became terminal (in this transaction): queue each waiting child
         whose last unfinished parent that was, cancel each whose ``cancel`` parent ended
         other than succeeded, and follow the cancellations down."""

@@ -13,7 +13,6 @@ from durq.model import Claimed, Inserted, NewJob, Outcome, ReapSummary
 from durq.store.postgres.base import PostgresBase
 from durq.store.postgres.connection import translate
 
-
 _OUTCOME_ARRAYS = frozenset({"ids", "tokens", "kinds", "results", "errors", "delays"})
 
 
@@ -161,6 +160,7 @@ class JobsMixin(PostgresBase):
                 self._claim_limited(queue, tasks, limit - len(claimed), lease, worker_id)
             )
         seen: dict[str, bool] = {}
+        fair: list[str] = []  # queues whose fair-keyed jobs the claims left (fairness.py)
         # one statement is its own transaction; claims over several queues share one
         with self._tx(transaction=len(claim_queues) > 1 or batched or hooked) as conn:
             if outcomes and not claim_queues:
@@ -171,7 +171,9 @@ class JobsMixin(PostgresBase):
                 rows = []
                 seen[queue] = False
                 for r in conn.execute(self._sql["FINISH_AND_CLAIM"], params).fetchall():
-                    if r[0] is None:
+                    if r[0] is None and r[1] == -1:
+                        fair.append(queue)
+                    elif r[0] is None:
                         seen[queue] = True
                     elif r[0]:
                         rows.append(r[1:])
@@ -188,8 +190,14 @@ class JobsMixin(PostgresBase):
                     break
                 params["queue"], params["limit"] = queue, limit - len(claimed)
                 rows = conn.execute(self._sql["CLAIM"], params).fetchall()
-                seen[queue] = any(r[0] is None for r in rows)
+                seen[queue] = any(r[0] is None and r[1] != -1 for r in rows)
+                fair.extend(queue for r in rows if r[0] is None and r[1] == -1)
                 claimed.extend(self._claimed_in_order([r[1:] for r in rows if r[0]]))
+        for queue in fair:
+            if len(claimed) < limit:
+                claimed.extend(
+                    self._claim_fair(queue, tasks, limit - len(claimed), lease, worker_id)
+                )
         left = [o for o in outcomes if o.job_id not in done]
         if left:  # stale outcomes, or jobs with children: finished with their settle
             done |= self._finish_parents(left, params, at)
@@ -214,9 +222,7 @@ class JobsMixin(PostgresBase):
         hooks. Outcomes whose token no longer holds change nothing, as before."""
         ids = {o.job_id for o in left}
         keep = [i for i, job_id in enumerate(params["ids"]) if job_id in ids]
-        sub = {
-            k: ([v[i] for i in keep] if k in _OUTCOME_ARRAYS else v) for k, v in params.items()
-        }
+        sub = {k: ([v[i] for i in keep] if k in _OUTCOME_ARRAYS else v) for k, v in params.items()}
         with self._tx() as conn:
             rows = conn.execute(self._sql["FINISH_PARENTS"], sub).fetchall()
             done = {int(r[0]) for r in rows}

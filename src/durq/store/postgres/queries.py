@@ -61,6 +61,15 @@ SELECT_JOB_BY_KEY = (
     "SELECT " + JOB_COLUMNS + " FROM {s}.jobs WHERE queue = %(queue)s AND key = %(key)s"
 )
 
+# A row (NULL, -1, ...) saying that the queue has ready jobs with a fair key, which the
+# claims below leave to the fair claim (store/postgres/fairness.py).
+_FAIR_WAITING = """
+SELECT NULL, -1::bigint, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+WHERE EXISTS (SELECT 1 FROM {s}.jobs
+              WHERE state = 'queued' AND fair_key IS NOT NULL AND queue = %(queue)s
+                AND run_at <= {s}.epoch(%(at)s) AND task = ANY(%(tasks)s::text[]))
+"""
+
 # A row (NULL, ...) saying that the queue has ready jobs with a limit, which the claims below
 # leave to the limited claim (store/postgres/limits.py): it must lock their keys first.
 _LIMITED_WAITING = """
@@ -78,7 +87,7 @@ CLAIM = (
 WITH picked AS (
     SELECT id FROM {s}.jobs
     WHERE state = 'queued' AND queue = %(queue)s AND run_at <= {s}.epoch(%(at)s)
-      AND task = ANY(%(tasks)s::text[]) AND limit_key IS NULL
+      AND task = ANY(%(tasks)s::text[]) AND limit_key IS NULL AND fair_key IS NULL
       AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = %(queue)s AND paused)
     ORDER BY priority, run_at, id
     LIMIT %(limit)s
@@ -99,6 +108,8 @@ SELECT true, id, queue, task, payload, attempts, max_attempts, lease_token, shut
        priority, run_at, batch_id FROM claimed
 UNION ALL"""
     + _LIMITED_WAITING
+    + "UNION ALL"
+    + _FAIR_WAITING
 )
 
 # Grouped finishes: one statement for a whole batch, each row still conditional on its token.
@@ -140,7 +151,7 @@ FINISH_AND_CLAIM = (
 picked AS (
     SELECT id FROM {s}.jobs
     WHERE state = 'queued' AND queue = %(queue)s AND run_at <= {s}.epoch(%(at)s)
-      AND task = ANY(%(tasks)s::text[]) AND limit_key IS NULL
+      AND task = ANY(%(tasks)s::text[]) AND limit_key IS NULL AND fair_key IS NULL
       AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = %(queue)s AND paused)
     ORDER BY priority, run_at, id
     LIMIT %(limit)s
@@ -159,6 +170,8 @@ UNION ALL
 SELECT false, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM fin
 UNION ALL"""
     + _LIMITED_WAITING
+    + "UNION ALL"
+    + _FAIR_WAITING
 )
 
 EXTEND_LEASES = """

@@ -42,6 +42,8 @@ from durq.store.postgres.connection import (
     require_current,
     translate,
 )
+from durq.store.postgres.dependencies import Dependencies
+from durq.store.postgres.fairness import FairnessMixin
 from durq.store.postgres.hooking import HookingMixin
 from durq.store.postgres.jobs import JobsMixin
 from durq.store.postgres.limiting import LimitingMixin
@@ -49,7 +51,6 @@ from durq.store.postgres.parking import ParkingMixin
 from durq.store.postgres.pausing import PausingMixin
 from durq.store.postgres.scheduling import SchedulingMixin
 from durq.store.postgres.stepping import SteppingMixin
-from durq.store.postgres.dependencies import Dependencies
 from durq.store.postgres.workers import WorkersMixin
 from durq.store.postgres.workflows import WorkflowsMixin
 
@@ -67,6 +68,7 @@ class PostgresStore(
     BlobbingMixin,
     HookingMixin,
     WorkflowsMixin,
+    FairnessMixin,
     Shortcuts,
 ):
     """The durq store on PostgreSQL.

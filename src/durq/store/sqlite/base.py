@@ -77,6 +77,11 @@ class SqliteBase:
             self, conn: sqlite3.Connection, jobs: Sequence[NewJob], out: Sequence[Inserted]
         ) -> None: ...
 
+        # fairness.py
+        def _claim_fair(
+            self, conn: sqlite3.Connection, params: dict[str, Any], limit: int, rounds: int = 1
+        ) -> list[Claimed]: ...
+
         # hooking.py
         @staticmethod
         def _set_hooks(

@@ -188,9 +188,7 @@ def settle(
         frontier = cancelled
 
 
-def _decide(
-    conn: sqlite3.Connection, children: list[int], now: float, codec: Codec | None
-) -> None:
+def _decide(conn: sqlite3.Connection, children: list[int], now: float, codec: Codec | None) -> None:
     """Settle new children against every parent: wait, cancel, or run now."""
     waiting: list[int] = []
     ready: list[int] = []
@@ -219,9 +217,7 @@ def _decide(
         settle(conn, cancelled, now, codec)
 
 
-def _cancel(
-    conn: sqlite3.Connection, child: int, why: tuple[int, str, str], now: float
-) -> None:
+def _cancel(conn: sqlite3.Connection, child: int, why: tuple[int, str, str], now: float) -> None:
     error = {
         "attempt": 0, "at": now, "type": "ParentFailed", "message": reason(*why),
         "traceback": "", "kind": PARENT_FAILED_KIND,
@@ -229,9 +225,7 @@ def _cancel(
     conn.execute(CANCEL_CHILD, {"id": child, "now": now, "error": json.dumps(error)})
 
 
-def _promote(
-    conn: sqlite3.Connection, ready: list[int], now: float, codec: Codec | None
-) -> None:
+def _promote(conn: sqlite3.Connection, ready: list[int], now: float, codec: Codec | None) -> None:
     if not ready:
         return
     _pass_results(conn, ready, codec)

@@ -161,9 +161,7 @@ class JobsMixin(SqliteBase):
                 applied.append(self._finish_one(conn, o, now))
             if outcomes:
                 self._close_batches_of(outcomes, applied, now)
-                finished = [
-                    o.job_id for o, done in zip(outcomes, applied, strict=True) if done
-                ]
+                finished = [o.job_id for o, done in zip(outcomes, applied, strict=True) if done]
                 deps.settle(conn, finished, now, self.codec)  # children of the jobs that just ended
                 self._fail_hooks_of(conn, outcomes, applied, now)
                 hit("finish_tx")
@@ -177,6 +175,7 @@ class JobsMixin(SqliteBase):
                 for queue in queues:
                     params["queue"] = queue
                     claimed.extend(self._claim_limited(conn, params, limit - len(claimed)))
+                    claimed.extend(self._claim_fair(conn, params, limit - len(claimed)))
                     if len(claimed) >= limit:
                         break
                     params["limit"] = limit - len(claimed)
@@ -185,6 +184,10 @@ class JobsMixin(SqliteBase):
                     claimed.extend(
                         Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10]) for r in rows
                     )
+                    if len(claimed) < limit:  # slots left: more rounds over the fair keys
+                        claimed.extend(
+                            self._claim_fair(conn, params, limit - len(claimed), rounds=limit)
+                        )
                     if len(claimed) >= limit:
                         break
         return applied, claimed

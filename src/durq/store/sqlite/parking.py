@@ -10,8 +10,8 @@ from typing import Any
 
 from durq.model import HOOK_TASK_PREFIX, Inserted, NewJob, SweepSummary
 from durq.store.sqlite import batches as sb
-from durq.store.sqlite import dependencies as deps
 from durq.store.sqlite import deadlines as dl
+from durq.store.sqlite import dependencies as deps
 from durq.store.sqlite.base import SqliteBase
 
 

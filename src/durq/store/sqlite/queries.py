@@ -70,7 +70,7 @@ WHERE id IN (
         SELECT id FROM jobs
         WHERE state = 'queued' AND queue = :queue AND run_at <= :now
           AND task IN (SELECT value FROM json_each(:tasks))
-          AND limit_key IS NULL
+          AND limit_key IS NULL AND fair_key IS NULL
         ORDER BY priority, run_at, id
         LIMIT :limit)
   AND NOT EXISTS (SELECT 1 FROM queues WHERE name = :queue AND paused = 1)

@@ -32,6 +32,7 @@ from durq.store.sqlite.connection import (
     translate,
     write_transaction,
 )
+from durq.store.sqlite.fairness import FairnessMixin
 from durq.store.sqlite.hooking import HookingMixin
 from durq.store.sqlite.jobs import JobsMixin
 from durq.store.sqlite.limiting import LimitingMixin
@@ -56,6 +57,7 @@ class SqliteStore(
     BlobbingMixin,
     HookingMixin,
     WorkflowsMixin,
+    FairnessMixin,
     Shortcuts,
 ):
     """The durq store on one SQLite file.

@@ -35,3 +35,9 @@ CREATE INDEX jobs_unique_period ON {schema}.jobs (queue, unique_key, unique_unti
 ALTER TABLE {schema}.jobs ADD COLUMN fair_key text;
 CREATE INDEX jobs_fair_ready ON {schema}.jobs (queue, fair_key, priority, run_at, id)
     WHERE state = 'queued' AND fair_key IS NOT NULL;
+CREATE TABLE {schema}.fair_turns (
+    queue text NOT NULL,
+    fair_key text NOT NULL,
+    turn bigint NOT NULL,
+    PRIMARY KEY (queue, fair_key)
+);

@@ -46,3 +46,11 @@ CREATE INDEX jobs_unique_period ON jobs (queue, unique_key, unique_until)
 ALTER TABLE jobs ADD COLUMN fair_key TEXT;
 CREATE INDEX jobs_fair_ready ON jobs (queue, fair_key, priority, run_at, id)
     WHERE state = 'queued' AND fair_key IS NOT NULL;
+-- fair_turns: a counter per queue stamped on each fair key when a job of it is claimed; the
+-- fair claim serves the key with the lowest turn first (round-robin; unseen keys: 0).
+CREATE TABLE fair_turns (
+    queue TEXT NOT NULL,
+    fair_key TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    PRIMARY KEY (queue, fair_key)
+) WITHOUT ROWID;
