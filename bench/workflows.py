@@ -111,14 +111,28 @@ def section(n: int) -> Section:
             Row(f"enqueue a {n:,}-job chain in one call", "jobs/s", ("chain", "enqueue_rate")),
             Row(f"enqueue a {n:,}-wide fan-in in one call", "jobs/s", ("fan_in", "enqueue_rate")),
             Row(f"drain {n:,} plain", "jobs/s", PLAIN),
-            Row(f"drain the {n:,}-job chain", "jobs/s", ("chain", "rate"), "within", 0.30,
-                ref=PLAIN),  # fmt: skip
-            Row(f"drain the {n:,}-wide fan-in", "jobs/s", ("fan_in", "rate"), "within", 0.30,
-                ref=PLAIN),  # fmt: skip
-            Row(f"drain {n:,} encrypted", "jobs/s", ("encrypted", "rate"), "within", 0.20,
-                ref=PLAIN),  # fmt: skip
-            Row(f"drain {n:,} fair (100 keys)", "jobs/s", ("fair", "rate"), "within", 0.25,
-                ref=PLAIN),  # fmt: skip
+            Row(
+                f"drain the {n:,}-job chain", "jobs/s", ("chain", "rate"), "within", 0.30, ref=PLAIN
+            ),
+            Row(
+                f"drain the {n:,}-wide fan-in",
+                "jobs/s",
+                ("fan_in", "rate"),
+                "within",
+                0.30,
+                ref=PLAIN,
+            ),
+            Row(
+                f"drain {n:,} encrypted", "jobs/s", ("encrypted", "rate"), "within", 0.20, ref=PLAIN
+            ),
+            Row(
+                f"drain {n:,} fair (100 keys)",
+                "jobs/s",
+                ("fair", "rate"),
+                "within",
+                0.25,
+                ref=PLAIN,
+            ),
         ],
         "A dependency may cost at most 30 % of the plain drain rate, encryption 20 %, the "
         "fair claim 25 %.",

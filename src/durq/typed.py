@@ -177,9 +177,9 @@ def _convert(value: Any, tp: Any, path: str, *, outbound: bool) -> Any:
 
 def _when(value: Any, tp: type, path: str, *, outbound: bool) -> Any:
     is_datetime = issubclass(tp, dt.datetime)
-    if isinstance(value, dt.date) and isinstance(value, tp):
-        if is_datetime or not isinstance(value, dt.datetime):
-            return value.isoformat() if outbound else value
+    fits = isinstance(value, dt.date) and isinstance(value, tp)
+    if fits and (is_datetime or not isinstance(value, dt.datetime)):
+        return value.isoformat() if outbound else value
     if isinstance(value, str):
         try:
             parsed = (dt.datetime if is_datetime else dt.date).fromisoformat(value)
