@@ -331,3 +331,19 @@ def test_a_child_added_while_its_parent_finishes_is_never_stranded(
         (cc,) = claim(app)
         app.store.finish([ok(cc)])
     assert app.store.stuck_waiting() == []
+
+
+def test_a_child_of_a_member_of_an_aborted_batch_is_cancelled_with_it(
+    app: durq.Durq, make: Any
+) -> None:
+    register(app)
+    outside = make()  # its enqueues do not join app's batch
+    register(outside)
+    step = app.tasks["step"]
+    with pytest.raises(RuntimeError), app.batch():
+        member = step.enqueue(n=1)
+        child = outside.tasks["step"].options(after=[member.id]).enqueue(n=2)
+        assert child.batch_id is None and child.state == "waiting"
+        raise RuntimeError("the block failed")
+    assert state(app, member) == "cancelled" and state(app, child) == "cancelled"
+    assert app.store.stuck_waiting() == []
