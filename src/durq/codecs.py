@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from durq.errors import ConfigError, DurqError
@@ -116,6 +116,11 @@ class Encrypted:
             pairs.append((key_id, key))
         return cls(pairs)
 
+    @property
+    def prefix(self) -> str:
+        """The start of every value this codec encrypts now (its active key's)."""
+        return f"{PREFIX}{self.active}:"
+
     def encode(self, text: str) -> str:
         nonce = os.urandom(12)
         sealed = self._ciphers[self.active].encrypt(
@@ -144,6 +149,15 @@ class Encrypted:
                 f"a value under key {key_id!r} does not decrypt (damaged or tampered with)"
             ) from None
         return plain.decode("utf-8", "surrogatepass")
+
+
+def reseal_with(codec: Encrypted) -> Callable[[str], str]:
+    """Old stored text -> the same value under ``codec``'s active key (for dq.reencrypt).
+
+    Raises:
+        UndecodableValue: a value under a key ``codec`` does not have.
+    """
+    return lambda stored: codec.encode(codec.decode(stored))
 
 
 def _key_bytes(key_id: str, key: bytes | str) -> bytes:

@@ -265,3 +265,31 @@ def test_bad_keys_are_refused() -> None:
     assert Encrypted.from_env("") is None
     with pytest.raises(ConfigError, match="id=base64key"):
         Encrypted.from_env("nokey")
+
+
+def test_reencrypt_rewrites_everything_at_rest_so_the_old_key_can_go(backend_url: str) -> None:
+    """Case 39 step 2: after rotation, dq.reencrypt() rewrites queued payloads, results and
+    steps (and values stored before encryption); then the old key is not needed."""
+    old = encrypted_app(backend_url, [("k1", K1)])
+    rotated = encrypted_app(backend_url, [("k2", K2), ("k1", K1)])
+    new_only = encrypted_app(backend_url, [("k2", K2)])
+    try:
+        done = old.get_task("work").enqueue(secret="a")
+        assert run_one(old, "work").kind == "succeeded"  # a result and a step under k1
+        waiting = old.get_task("work").enqueue(secret="b")
+        unencrypted = durq.Durq(backend_url)
+        try:
+            legacy = unencrypted.enqueue("work", {"secret": "c"})
+        finally:
+            unencrypted.close()
+        with pytest.raises(ConfigError, match="needs Durq"):
+            durq.Durq(backend_url).reencrypt()
+        assert rotated.reencrypt(chunk=2) >= 4
+        assert rotated.reencrypt() == 0  # nothing left under another key
+        assert new_only.get(done.id).result == "seen step a"
+        assert new_only.get(waiting.id).payload == {"secret": "b"}
+        assert new_only.get(legacy.id).payload == {"secret": "c"}
+        assert durq.Durq(backend_url).get(legacy.id).payload == "encrypted (key k2)"
+    finally:
+        for app in (old, rotated, new_only):
+            app.close()

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from durq.checks import _check_int
+from durq.codecs import Encrypted, reseal_with
 from durq.dependencies import check_on_parent_failure, parent_of
 from durq.errors import ConfigError
 from durq.facade.base import FacadeBase
@@ -112,6 +114,24 @@ class WorkflowsFacade(FacadeBase):
                 step.options(on_parent_failure=on_parent_failure).after(graph[-1], pass_as=name)
             )
         return self.enqueue_graph(graph)
+
+    def reencrypt(self, chunk: int = 500) -> int:
+        """Rewrite every payload, result and step record at rest under the codec's active
+        key (the first of ``Encrypted(keys=...)``), plain ones included, ``chunk`` rows per
+        transaction. Run it after a rotation; once it returned, old keys can be dropped.
+        Returns the number of rows rewritten (a row that changed meanwhile is skipped: run
+        it again).
+
+        Raises:
+            ConfigError: the app has no ``durq.codecs.Encrypted`` codec.
+            UndecodableValue: a value is under a key the codec does not have (earlier
+                chunks stay rewritten; add the key and run it again).
+        """
+        codec = getattr(self, "codec", None)
+        if not isinstance(codec, Encrypted):
+            raise ConfigError("reencrypt() needs Durq(codec=durq.codecs.Encrypted(...))")
+        _check_int("chunk", chunk, 1, 100_000)
+        return self.store.reseal(codec.prefix, reseal_with(codec), chunk)
 
     def group(self, members: Sequence[Signature]) -> Group:
         """A :class:`Group` of signatures: ``.enqueue()`` them, or ``.then(sig)`` for a fan-in."""

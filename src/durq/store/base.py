@@ -7,7 +7,7 @@ the row.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from durq.codecs import Codec
@@ -361,6 +361,10 @@ class Store(Protocol):
 
     def tags_of(self, job_id: int) -> list[str]:
         """The job's tags, sorted."""
+        ...
+
+    def reseal(self, prefix: str, seal: Callable[[str], str], chunk: int) -> int:
+        """Rewrite payloads, results and steps not stored under ``prefix`` (durq.codecs)."""
         ...
 
     def stuck_waiting(self) -> list[int]:

@@ -4,7 +4,7 @@ adds to its rows, and the reads of edges, parents' results and tags (SQL here an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -43,6 +43,26 @@ ORDER BY id DESC LIMIT 1
 """
 
 TAGS_OF = "SELECT tag FROM {s}.job_tags WHERE job_id = %(id)s ORDER BY tag"
+
+# Re-encryption (dq.reencrypt): values not stored under the active key's prefix.
+STALE_JOBS = """
+SELECT id, payload, result FROM {s}.jobs
+WHERE id > %(after)s AND (left(payload, length(%(prefix)s)) <> %(prefix)s
+      OR (result IS NOT NULL AND left(result, length(%(prefix)s)) <> %(prefix)s))
+ORDER BY id LIMIT %(limit)s
+"""
+REWRITE_JOB = """
+UPDATE {s}.jobs SET payload = %(payload)s, result = %(result)s
+WHERE id = %(id)s AND payload = %(old_payload)s AND result IS NOT DISTINCT FROM %(old_result)s
+"""
+STALE_STEPS = """
+SELECT job_id, name, result FROM {s}.steps WHERE left(result, length(%(prefix)s)) <> %(prefix)s
+ORDER BY job_id, name LIMIT %(limit)s
+"""
+REWRITE_STEP = """
+UPDATE {s}.steps SET result = %(result)s
+WHERE job_id = %(job_id)s AND name = %(name)s AND result = %(old)s
+"""
 
 
 class WorkflowsMixin(PostgresBase):
@@ -114,6 +134,40 @@ class WorkflowsMixin(PostgresBase):
         with self._tx(transaction=False) as conn:
             rows = conn.execute(self._wsql(TAGS_OF), {"id": job_id}).fetchall()
         return [r[0] for r in rows]
+
+    def reseal(self, prefix: str, seal: Callable[[str], str], chunk: int) -> int:
+        """Rewrite every payload, result and step not stored under ``prefix`` with ``seal``,
+        ``chunk`` rows per transaction; a row that changed meanwhile is left for the next
+        pass. Returns the number of rows rewritten."""
+        done, after = 0, 0
+        while True:
+            with self._tx() as conn:
+                rows = conn.execute(
+                    self._wsql(STALE_JOBS), {"prefix": prefix, "after": after, "limit": chunk}
+                ).fetchall()
+                for job_id, payload, result in rows:
+                    new = {
+                        "id": job_id, "old_payload": payload, "old_result": result,
+                        "payload": payload if payload.startswith(prefix) else seal(payload),
+                        "result": result
+                        if result is None or result.startswith(prefix)
+                        else seal(result),
+                    }  # fmt: skip
+                    done += conn.execute(self._wsql(REWRITE_JOB), new).rowcount
+            if len(rows) < chunk:
+                break
+            after = int(rows[-1][0])
+        while True:
+            with self._tx() as conn:
+                steps = conn.execute(
+                    self._wsql(STALE_STEPS), {"prefix": prefix, "limit": chunk}
+                ).fetchall()
+                for job_id, name, result in steps:
+                    params = {"job_id": job_id, "name": name, "old": result, "result": seal(result)}
+                    done += conn.execute(self._wsql(REWRITE_STEP), params).rowcount
+            if len(steps) < chunk:
+                break
+        return done
 
     def stuck_waiting(self) -> list[int]:
         with self._tx(transaction=False) as conn:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from durq.model import Edge, Inserted, NewJob, ParentResult
 from durq.store.sqlite import dependencies as deps
@@ -33,6 +33,26 @@ ORDER BY id DESC LIMIT 1
 """
 
 TAGS_OF = "SELECT tag FROM job_tags WHERE job_id = :id ORDER BY tag"
+
+# Re-encryption (dq.reencrypt): values not stored under the active key's prefix.
+NOT_UNDER = "(substr({col}, 1, length(:prefix)) <> :prefix)"
+STALE_JOBS = f"""
+SELECT id, payload, result FROM jobs
+WHERE id > :after AND ({NOT_UNDER.format(col="payload")}
+                       OR (result IS NOT NULL AND {NOT_UNDER.format(col="result")}))
+ORDER BY id LIMIT :limit
+"""
+REWRITE_JOB = """
+UPDATE jobs SET payload = :payload, result = :result
+WHERE id = :id AND payload = :old_payload AND result IS :old_result
+"""
+STALE_STEPS = f"""
+SELECT job_id, name, result FROM steps WHERE {NOT_UNDER.format(col="result")}
+ORDER BY job_id, name LIMIT :limit
+"""
+REWRITE_STEP = """
+UPDATE steps SET result = :result WHERE job_id = :job_id AND name = :name AND result = :old
+"""
 
 
 class WorkflowsMixin(SqliteBase):
@@ -83,6 +103,39 @@ class WorkflowsMixin(SqliteBase):
 
     def tags_of(self, job_id: int) -> list[str]:
         return [r[0] for r in self._read(TAGS_OF, {"id": job_id})]
+
+    def reseal(self, prefix: str, seal: Callable[[str], str], chunk: int) -> int:
+        """Rewrite every payload, result and step not stored under ``prefix`` with ``seal``
+        (old text -> new text), ``chunk`` rows per transaction; a row that changed meanwhile
+        is left for the next pass. Returns the number of rows rewritten."""
+        conn = self._conn()
+        done, after = 0, 0
+        while True:
+            with self._write():
+                rows = conn.execute(
+                    STALE_JOBS, {"prefix": prefix, "after": after, "limit": chunk}
+                ).fetchall()
+                for job_id, payload, result in rows:
+                    new = {
+                        "id": job_id, "old_payload": payload, "old_result": result,
+                        "payload": payload if payload.startswith(prefix) else seal(payload),
+                        "result": result
+                        if result is None or result.startswith(prefix)
+                        else seal(result),
+                    }  # fmt: skip
+                    done += conn.execute(REWRITE_JOB, new).rowcount
+            if len(rows) < chunk:
+                break
+            after = rows[-1][0]
+        while True:
+            with self._write():
+                steps = conn.execute(STALE_STEPS, {"prefix": prefix, "limit": chunk}).fetchall()
+                for job_id, name, result in steps:
+                    params = {"job_id": job_id, "name": name, "old": result, "result": seal(result)}
+                    done += conn.execute(REWRITE_STEP, params).rowcount
+            if len(steps) < chunk:
+                break
+        return done
 
     def stuck_waiting(self) -> list[int]:
         return [r[0] for r in self._read(deps.STUCK_WAITING)]
