@@ -293,3 +293,23 @@ def test_reencrypt_rewrites_everything_at_rest_so_the_old_key_can_go(backend_url
     finally:
         for app in (old, rotated, new_only):
             app.close()
+
+
+def test_a_worker_without_a_codec_never_runs_ciphertext_as_arguments(backend_url: str) -> None:
+    """Case 39 step 4: encryption off in the worker's app; the job fails with the reason."""
+    sealed = encrypted_app(backend_url, [("k1", K1)])
+    bare = durq.Durq(backend_url)
+    try:
+        job = sealed.get_task("work").enqueue(secret="d")
+
+        @bare.task
+        def work(secret: str) -> str:
+            raise AssertionError("ran with ciphertext")
+
+        outcome = run_one(bare, "work")
+        assert outcome.kind == "failed" and outcome.error.kind == "undecodable_payload"
+        assert "encrypted (key k1)" in outcome.error.message
+        assert sealed.get(job.id).state == "failed"
+    finally:
+        sealed.close()
+        bare.close()
