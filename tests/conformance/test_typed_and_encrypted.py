@@ -313,3 +313,24 @@ def test_a_worker_without_a_codec_never_runs_ciphertext_as_arguments(backend_url
     finally:
         sealed.close()
         bare.close()
+
+
+def test_the_cli_shows_encrypted_without_the_key_and_the_value_with_it(backend_url: str) -> None:
+    sealed = encrypted_app(backend_url, [("k1", K1)])
+    try:
+        job = sealed.get_task("work").enqueue(secret="MARKER-cli")
+    finally:
+        sealed.close()
+
+    def show(env: dict[str, str]) -> Any:
+        out = subprocess.run(
+            [sys.executable, "-m", "durq", "jobs", "show", str(job.id), "--db", backend_url,
+             "--json"],
+            capture_output=True, text=True, cwd=ROOT, timeout=60,
+            env={**{k: v for k, v in os.environ.items() if k != "DURQ_KEYS"}, **env},
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["payload"]
+
+    assert show({}) == "encrypted (key k1)"
+    assert show({"DURQ_KEYS": f"k1={K1}"}) == {"secret": "MARKER-cli"}
