@@ -5,6 +5,7 @@ schedules, parked jobs and deadlines, limits, hooks) live in mixins under durq/f
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import threading
@@ -90,12 +91,15 @@ class Durq(
         migrate: create or upgrade the schema when the database is first used (default).
             False opens only a database that already has this durq's schema, and writes no
             schema (``StoreError`` otherwise): for tools that must not change a database.
-        strict_types: check every annotated task parameter at enqueue (``url=123`` for
-            ``url: str`` is refused), not only rich ones (dataclasses, TypedDicts, enums,
-            datetimes, pydantic models); a task's own ``strict_types`` also turns it on
+        strict_types: check every annotated task parameter at enqueue, not only rich ones
             (docs/features/typed-payloads.md).
-        codec: encodes payloads, results and step records at rest, e.g.
-            :class:`durq.codecs.Encrypted` (docs/features/encryption.md); None: plain JSON.
+        codec: how payloads, results and steps are stored, e.g. ``durq.codecs.Encrypted``
+            (docs/features/encryption.md); None: plain JSON.
+        eager: for tests only: every enqueue runs the due jobs in the calling thread
+            before it returns (:func:`durq.testing.drain`, backoff skipped), so the returned
+            job is already finished. An enqueue with ``connection=`` is not run (it is not
+            committed yet). A worker refuses to start on an eager app (``ConfigError``).
+            See also ``durq.testing.eager(dq)``.
 
     The database is opened (and migrated) on first use, not at construction.
     """
@@ -111,8 +115,10 @@ class Durq(
         migrate: bool = True,
         strict_types: bool = False,
         codec: Codec | None = None,
+        eager: bool = False,
     ) -> None:
         self.url = url or os.environ.get("DURQ_URL") or DEFAULT_URL
+        self.eager = eager
         self.payload_limit = payload_limit
         self.rules = tuple(classify)
         self.retry_unclassified = retry_unclassified
@@ -364,19 +370,11 @@ class Durq(
                 ``deadline`` and ``deadline_in``; default: the task's ``deadline_in``).
             notice_after: seconds after ``created_at`` after which ``on_slow`` runs once if
                 the job is not finished (default: the task's ``notice_after``).
-            after: parent jobs (ids or :class:`Job`): the job waits (state ``waiting``)
-                until every parent is terminal and becomes ``queued`` in the transaction in
-                which the last one ends (docs/features/dependencies.md).
-            on_parent_failure: ``"cancel"`` (default): when a parent ends failed, cancelled
-                or expired, the job is cancelled with the reason (kind ``parent_failed``),
-                and so are its own dependents; ``"run"``: it runs anyway.
-            tags: up to 50 str (1 to 200 characters each), indexed: ``dq.jobs(tag=...)``,
-                ``durq jobs list --tag``, ``durq retry --tag`` (docs/features/tags.md).
-            unique: with ``key``: ``"active"`` holds the key only while a job with it is
-                queued, scheduled, waiting, parked or running; ``"period:N"`` for N seconds
-                after the job's creation. A second enqueue while it is held returns the
-                holder. None (default): ``key`` is an idempotency key held until the row is
-                pruned (docs/features/uniqueness.md).
+            after, on_parent_failure: parent jobs (ids or Jobs): the job waits until each
+                is terminal; a failed one cancels it (``"cancel"``) or not (``"run"``).
+            tags: up to 50 str, indexed (``dq.jobs(tag=...)``); unique: with ``key``,
+                ``"active"`` or ``"period:N"`` (docs/features/dependencies.md, tags.md,
+                uniqueness.md).
 
         Raises:
             ParentNotFound: (a JobNotFound and ConfigError) a parent does not exist; nothing
@@ -400,6 +398,14 @@ class Durq(
             task_name, {} if payload is None else payload, opts, task=self.tasks.get(task_name)
         )
 
+    async def aenqueue(
+        self, task_name: str, payload: Mapping[str, Any] | None = None, **options: Any
+    ) -> Job:
+        """:meth:`enqueue` for asyncio callers: the store call runs in a thread, so the
+        event loop is not blocked (a batch opened with ``async with dq.abatch()`` in this
+        asyncio task still takes the job). Same options and errors as :meth:`enqueue`."""
+        return await asyncio.to_thread(self.enqueue, task_name, payload, **options)
+
     def enqueue_with(
         self,
         task_name: str,
@@ -411,7 +417,11 @@ class Durq(
         """:meth:`enqueue` with an :class:`EnqueueOptions` (used by tasks)."""
         new = self._with_payload(self._template(task_name, opts, task), payload, opts.key)
         (inserted,) = self.store.enqueue([new], connection=opts.connection)
-        return self._job_after_insert(new, inserted, events.enabled())
+        job = self._job_after_insert(new, inserted, events.enabled())
+        if self.eager and opts.connection is None:
+            self._run_eagerly()
+            job.refresh()
+        return job
 
     def enqueue_many_with(
         self,
@@ -439,7 +449,20 @@ class Durq(
             return []
         inserted = self.store.enqueue(news, connection=opts.connection)
         log = events.enabled()
-        return [self._job_after_insert(n, i, log) for n, i in zip(news, inserted, strict=True)]
+        jobs = [self._job_after_insert(n, i, log) for n, i in zip(news, inserted, strict=True)]
+        if self.eager and opts.connection is None:
+            self._run_eagerly()
+            for job in jobs:
+                job.refresh()
+        return jobs
+
+    def _run_eagerly(self) -> None:
+        """Eager mode: run what is due now, unless a drain in this thread already runs
+        (an enqueue from inside an eagerly run job is picked up by that drain)."""
+        from durq.worker.inline import drain, draining
+
+        if not draining():
+            drain(self)
 
     def _template(
         self, task_name: str, opts: EnqueueOptions, task: Task[Any, Any] | None
@@ -651,6 +674,21 @@ class Durq(
         snap = snapshot(self.store.status_data())
         snap["running"] = self.running_progress()
         return snap
+
+    def run_until_idle(
+        self, *, queues: Sequence[str] | None = None, max_jobs: int = 10_000,
+        skip_backoff: bool = True,
+    ) -> Any:  # fmt: skip
+        """For tests: run the due jobs in this thread until none is left, with the real
+        executor (retries with their backoff skipped, context, steps, batches, hooks).
+        Returns a :class:`durq.worker.inline.DrainResult`; see :func:`durq.testing.drain`.
+
+        Raises:
+            ConfigError: no registered tasks, or ``max_jobs`` < 1.
+        """
+        from durq.worker.inline import drain
+
+        return drain(self, queues=queues, max_jobs=max_jobs, skip_backoff=skip_backoff)
 
     def worker(self, **options: Any) -> Any:
         """A :class:`durq.worker.Worker` for this app; ``options`` are its arguments."""

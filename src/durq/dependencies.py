@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from durq.checks import _check_name
 from durq.codecs import Codec, decode_with
@@ -18,8 +18,33 @@ from durq.errors import ConfigError
 from durq.model import NewJob, Parent, ParentResult
 from durq.model.dependencies import CANCEL, ON_PARENT_FAILURE
 
-if TYPE_CHECKING:
-    from durq.task import EnqueueOptions, Task
+
+class WorkflowOptions(Protocol):
+    """What :func:`workflow_fields` reads of :class:`durq.task.EnqueueOptions` (a protocol,
+    so that this module does not import the task module, which imports the context)."""
+
+    @property
+    def after(self) -> Sequence[Any]: ...
+    @property
+    def on_parent_failure(self) -> str | None: ...
+    @property
+    def tags(self) -> Sequence[str]: ...
+    @property
+    def unique(self) -> str | None: ...
+    @property
+    def key(self) -> str | None: ...
+    @property
+    def park(self) -> bool: ...
+
+
+class FairTask(Protocol):
+    """What :func:`with_workflow` reads of a :class:`durq.Task`."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def fair_key(self) -> Callable[[dict[str, Any]], str] | None: ...
+
 
 #: At most this many tags per job, each 1 to MAX_TAG characters.
 MAX_TAGS = 50
@@ -94,7 +119,7 @@ def check_unique(unique: str | None, key: str | None) -> float | bool | None:
     raise ConfigError(f"unique must be 'active' or 'period:N' (N seconds > 0), not {unique!r}")
 
 
-def workflow_fields(opts: EnqueueOptions) -> dict[str, Any]:
+def workflow_fields(opts: WorkflowOptions) -> dict[str, Any]:
     """The checked ``after`` / ``tags`` / ``unique`` options of one enqueue, as fields of
     :class:`NewJob` (empty when none is given).
 
@@ -123,7 +148,7 @@ def workflow_fields(opts: EnqueueOptions) -> dict[str, Any]:
 
 
 def with_workflow(
-    new: NewJob, template: NewJob, task: Task[Any, Any] | None, payload: Mapping[str, Any]
+    new: NewJob, template: NewJob, task: FairTask | None, payload: Mapping[str, Any]
 ) -> NewJob:
     """``new`` (a job with its payload) with the template's workflow fields, the unique key
     in place of the idempotency key, and the task's ``fair_key(payload)``.

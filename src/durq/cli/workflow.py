@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import click
 
+from durq.app import Durq
 from durq.cli import render
-from durq.cli.common import JOB_ID, F, cli, db_option, fail, json_option, load_app, open_existing
+from durq.cli.common import (
+    JOB_ID,
+    F,
+    cli,
+    closed_at_exit,
+    db_option,
+    fail,
+    json_option,
+    load_app,
+    open_existing,
+)
 from durq.errors import DurqError
+from durq.store.sqlite.connection import parse_url
 
 
 @cli.group()
 def batches() -> None:
-    """Inspect batches (jobs enqueued inside ``with dq.batch(...)``)."""
+    """Inspect batches (the jobs enqueued inside a `with dq.batch(...)` block)."""
 
 
 @batches.command("show")
@@ -72,15 +85,15 @@ def periodic_list(app_spec: str, db: str | None, as_json: bool) -> None:
     from rich.table import Table
 
     app = load_app(app_spec, db)
-    try:
-        reader = open_existing(app.url)
+    stored: dict[str, tuple[float, int | None]] = {}
+    now = time.time()
+    if not _sqlite_file_missing(app.url):  # schedules are in code: no database is needed
         try:
+            reader = closed_at_exit(Durq(app.url, migrate=False))
             stored = reader.store.periodic_slots()
             now = reader.store.now()
-        finally:
-            reader.close()
-    except DurqError as exc:
-        fail(str(exc))
+        except DurqError as exc:
+            fail(str(exc))
     rows: list[dict[str, Any]] = []
     table = Table()
     for col in ("name", "task", "cron", "tz", "last slot", "job", "next slot"):
@@ -88,6 +101,8 @@ def periodic_list(app_spec: str, db: str | None, as_json: bool) -> None:
     for p in app.periodics.values():
         last, job_id = stored.get(p.name, (None, None))
         upcoming = p.next_slot(max(now, last or now))
+        if job_id is None:  # an anchor (where the schedule started), not a slot that ran
+            last = None
         last_local = None if last is None else datetime.fromtimestamp(last, p.tzinfo).isoformat()
         next_local = datetime.fromtimestamp(upcoming, p.tzinfo).isoformat()
         rows.append(
@@ -106,12 +121,27 @@ def periodic_list(app_spec: str, db: str | None, as_json: bool) -> None:
             }
         )
         table.add_row(
-            p.name, p.task, p.cron, p.tz, last_local or "-", str(job_id or "-"), next_local
+            p.name,
+            p.task,
+            p.cron,
+            p.tz,
+            render.when(last, p.tzinfo),  # in the schedule's own zone, as its cron reads
+            str(job_id or "-"),
+            render.when(upcoming, p.tzinfo),
         )
     if as_json:
         render.print_json(rows)
         return
     render.console.print(table)
+
+
+def _sqlite_file_missing(url: str) -> bool:
+    if "://" in url and not url.startswith("sqlite:"):
+        return False
+    try:
+        return not Path(parse_url(url).path).exists()
+    except DurqError:
+        return False
 
 
 def root_option(fn: F) -> F:
