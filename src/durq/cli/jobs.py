@@ -81,9 +81,10 @@ def jobs_show(job_id: int, db: str, as_json: bool) -> None:
         render.print_json({**job.to_dict(), **links, "steps": [s.to_dict() for s in steps]})
     else:
         render.job_detail(job)
-        for label in ("tags", "parents", "children"):
-            shown = ", ".join(str(v) for v in links[label]) or "-"
-            render.console.print(f"  {label:>9}: {shown}", highlight=False, markup=False)
+        for label in ("tags", "parents", "children"):  # only those that apply
+            if links[label]:
+                shown = ", ".join(str(v) for v in links[label])
+                render.console.print(f"  {label:>9}: {shown}", highlight=False, markup=False)
         _print_steps(steps)
 
 
