@@ -22,7 +22,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import cases, dashboard_cases, floor, litequeue_case, pg_cases
+from bench import cases, dashboard_cases, floor, litequeue_case, pg_cases, workflows
 from bench.common import machine_info
 from bench.pg import default_pg_url, server_info
 from bench.report import Results, Section, pg_section, render, sqlite_section, table_rows
@@ -74,6 +74,7 @@ def plan(base: str, sizes: cases.Sizes) -> Plan:
             ),
         ),
     ]
+    out += workflows.plan(base, sizes.drain, sizes.chunk)  # issue 15's rows
     return out
 
 
@@ -181,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                 sizes.concurrencies, machine["sqlite_default_synchronous"], sizes.as_dict()
             )
         )
+        sections.append(workflows.section(sizes.drain))
     pg_todo = pg_plan(args.dir, args.pg_url, sizes)
     pg_skipped: str | None = None
     if args.pg or any(not wanted or name in wanted for name, _ in pg_todo):

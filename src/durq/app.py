@@ -32,6 +32,8 @@ from durq.checks import (
     _point_in_time,
 )
 from durq.classify import Classifier, Rule
+from durq.codecs import Codec
+from durq.dependencies import with_workflow, workflow_fields
 from durq.errors import (
     ConfigError,
     JobGone,
@@ -47,6 +49,7 @@ from durq.facade import (
     PauseFacade,
     PeriodicFacade,
     RetentionFacade,
+    WorkflowsFacade,
 )
 from durq.hooks import with_hooks
 from durq.job import Job
@@ -71,6 +74,7 @@ class Durq(
     DeadlinesFacade,
     LimitsFacade,
     HooksFacade,
+    WorkflowsFacade,
 ):
     """A durq application: one database, the tasks registered on it.
 
@@ -87,6 +91,10 @@ class Durq(
         migrate: create or upgrade the schema when the database is first used (default).
             False opens only a database that already has this durq's schema, and writes no
             schema (``StoreError`` otherwise): for tools that must not change a database.
+        strict_types: check every annotated task parameter at enqueue, not only rich ones
+            (docs/features/typed-payloads.md).
+        codec: how payloads, results and steps are stored, e.g. ``durq.codecs.Encrypted``
+            (docs/features/encryption.md); None: plain JSON.
         eager: for tests only: every enqueue runs the due jobs in the calling thread
             before it returns (:func:`durq.testing.drain`, backoff skipped), so the returned
             job is already finished. An enqueue with ``connection=`` is not run (it is not
@@ -105,6 +113,8 @@ class Durq(
         retry_unclassified: bool = True,
         clock: Callable[[], float] = time.time,
         migrate: bool = True,
+        strict_types: bool = False,
+        codec: Codec | None = None,
         eager: bool = False,
     ) -> None:
         self.url = url or os.environ.get("DURQ_URL") or DEFAULT_URL
@@ -114,6 +124,8 @@ class Durq(
         self.retry_unclassified = retry_unclassified
         self.clock = clock
         self.auto_migrate = migrate
+        self.strict_types = strict_types
+        self.codec = codec
         self.tasks: dict[str, Task[Any, Any]] = {}
         self._store: Store | None = None
         self._open_lock = threading.Lock()
@@ -131,9 +143,9 @@ class Durq(
         if self._store is None:
             with self._open_lock:
                 if self._store is None:
-                    self._store = open_store(
-                        self.url, clock=self.clock, auto_migrate=self.auto_migrate
-                    )
+                    store = open_store(self.url, clock=self.clock, auto_migrate=self.auto_migrate)
+                    store.codec = self.codec  # the store passes results down a chain
+                    self._store = store
         return self._store
 
     def close(self) -> None:
@@ -167,6 +179,8 @@ class Durq(
         rate_limit: str | None = None,
         on_fail: Callable[[Job], Any] | None = None,
         hook_queue: str | None = None,
+        fair_key: Callable[[dict[str, Any]], str] | None = None,
+        strict_types: bool | None = None,
     ) -> Callable[[Callable[..., Any]], Task[Any, Any]]: ...
 
     def task(
@@ -189,6 +203,8 @@ class Durq(
         rate_limit: str | None = None,
         on_fail: Callable[[Job], Any] | None = None,
         hook_queue: str | None = None,
+        fair_key: Callable[[dict[str, Any]], str] | None = None,
+        strict_types: bool | None = None,
     ) -> Task[Any, Any] | Callable[[Callable[..., Any]], Task[Any, Any]]:
         """Register a function (``def`` or ``async def``) as a task.
 
@@ -232,6 +248,11 @@ class Durq(
             hook_queue: the queue of this task's hook jobs (``on_expire``, ``on_slow``,
                 ``on_fail``); default: the job's own queue. Use a queue that is not paused
                 with the task's, so that hooks run during maintenance.
+            fair_key: ``payload dict -> str`` evaluated at enqueue (e.g. the tenant): claims
+                take its jobs round-robin across keys, so one key's backlog cannot starve
+                another's (docs/features/fairness.md).
+            strict_types: check every annotated parameter at enqueue, not only rich ones
+                (None: the app's ``strict_types``); docs/features/typed-payloads.md.
 
         Raises:
             ConfigError: a bad option, or another function already registered as ``name``.
@@ -241,6 +262,8 @@ class Durq(
             task_name = _check_name("task name", name or func.__name__)
             if max_attempts < 1:
                 raise ConfigError(f"max_attempts must be >= 1, not {max_attempts}")
+            if fair_key is not None and not callable(fair_key):
+                raise ConfigError(f"fair_key must be a callable payload -> str, not {fair_key!r}")
             if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
                 raise ConfigError(f"timeout must be a positive number of seconds, not {timeout}")
             rules: Sequence[Rule | Classifier]
@@ -268,6 +291,8 @@ class Durq(
                 **self._deadline_defaults(deadline_in, notice_after, on_expire, on_slow),
                 limits=TaskLimits.build(task_name, concurrency, concurrency_key, rate_limit),
                 **self._hook_options(on_fail, hook_queue),
+                fair_key=fair_key,
+                strict_types=self.strict_types if strict_types is None else strict_types,
             )
             self.tasks[task_name] = registered
             return registered
@@ -309,6 +334,10 @@ class Durq(
         deadline: float | datetime | None = None,
         deadline_in: float | None = None,
         notice_after: float | None = None,
+        after: Sequence[Any] = (),
+        on_parent_failure: str | None = None,
+        tags: Sequence[str] = (),
+        unique: str | None = None,
     ) -> Job:
         """Store a job for ``task_name``, for producers that do not import the task.
 
@@ -341,8 +370,15 @@ class Durq(
                 ``deadline`` and ``deadline_in``; default: the task's ``deadline_in``).
             notice_after: seconds after ``created_at`` after which ``on_slow`` runs once if
                 the job is not finished (default: the task's ``notice_after``).
+            after, on_parent_failure: parent jobs (ids or Jobs): the job waits until each
+                is terminal; a failed one cancels it (``"cancel"``) or not (``"run"``).
+            tags: up to 50 str, indexed (``dq.jobs(tag=...)``); unique: with ``key``,
+                ``"active"`` or ``"period:N"`` (docs/features/dependencies.md, tags.md,
+                uniqueness.md).
 
         Raises:
+            ParentNotFound: (a JobNotFound and ConfigError) a parent does not exist; nothing
+                was written.
             PayloadError: the payload (or meta) is not JSON-serialisable, has a non-str dict
                 key at any depth, or nests deeper than 500 levels; a ``TypeError``.
             PayloadTooLarge: the payload is over ``payload_limit`` bytes.
@@ -355,7 +391,8 @@ class Durq(
         opts = EnqueueOptions(
             queue, delay, run_at, priority, key, max_attempts, meta, connection,
             park=park, park_ttl=park_ttl, deadline=deadline, deadline_in=deadline_in,
-            notice_after=notice_after,
+            notice_after=notice_after, after=after, on_parent_failure=on_parent_failure,
+            tags=tags, unique=unique,
         )  # fmt: skip
         return self.enqueue_with(
             task_name, {} if payload is None else payload, opts, task=self.tasks.get(task_name)
@@ -498,15 +535,24 @@ class Durq(
             queue, task_name, "", priority, run_at, max_attempts, None, meta, delay, batch_id
         )
         extras = self._parked_deadline_fields(opts, task)
+        extras.update(workflow_fields(opts))
         return replace(new, **extras) if extras else new
 
-    def _with_payload(self, t: NewJob, payload: Mapping[str, Any], key: str | None) -> NewJob:
+    def _with_payload(
+        self, t: NewJob, payload: Mapping[str, Any], key: str | None, passed: str | None = None
+    ) -> NewJob:
+        """The template with its payload and key; ``passed`` names an argument a parent's
+        result will fill (dq.chain), so the signature check counts it as given."""
         if isinstance(payload, Mapping) and not isinstance(payload, dict):
             payload = _as_dict(payload, "payload")
-        body = encode_payload(payload, self.payload_limit)
         task = self.tasks.get(t.task)
+        if task is not None and task.typed.checked:  # typed payloads, checked and converted
+            payload = task.typed.to_payload(payload, task.name)
+        body = encode_payload(payload, self.payload_limit)
+        if self.codec is not None:  # at rest: e.g. durq.codecs.Encrypted
+            body = self.codec.encode(body)
         if task is not None:  # the producer knows the function: refuse what cannot fit it now
-            problem = task.payload_problem(payload)
+            problem = task.payload_problem(payload if passed is None else {**payload, passed: 0})
             if problem is not None:
                 raise PayloadError(f"payload does not fit {task.name}(): {problem}")
         if key is not None:
@@ -517,13 +563,18 @@ class Durq(
             t.park, t.park_ttl, t.deadline, t.deadline_in, t.notice_after,
         )  # fmt: skip
         new = with_hooks(new, task)  # on_fail flag, hook queue (durq.hooks)
+        if t.has_workflow or (task is not None and task.fair_key is not None):
+            new = with_workflow(new, t, task, payload)
         return with_limit(new, task.limits if task is not None else None, payload)
 
     def _job_after_insert(self, new: NewJob, ins: Inserted, log: bool) -> Job:
-        if not ins.created:
+        if not ins.created or new.parents:  # a child's state is the store's decision
             record = self.store.get(ins.id)
             if record is None:  # pruned between the insert and the read
                 raise JobNotFound(f"job {ins.id} vanished")
+            if ins.created and log:
+                events.emit(events.JOB_ENQUEUED, id=ins.id, queue=new.queue, task=new.task,
+                            run_at=ins.run_at, state=record.state)  # fmt: skip
             return Job(self.store, record)
         if log:
             events.emit(
@@ -558,8 +609,10 @@ class Durq(
         queue: str | None = None,
         task: str | None = None,
         limit: int = 100,
+        tag: str | None = None,
     ) -> list[Job]:
-        """Jobs, newest first, filtered by state (incl. ``scheduled``), queue and task.
+        """Jobs, newest first, filtered by state (incl. ``scheduled``), queue, task and tag
+        (``options(tags=[...])``; the ``job_tags`` index).
 
         Raises:
             ConfigError: an unknown state, a queue or task that is not valid Unicode text
@@ -571,10 +624,12 @@ class Durq(
         if state is not None and state not in {s.value for s in JobState}:
             raise ConfigError(f"unknown state {state!r}; one of {[s.value for s in JobState]}")
         _check_int("limit", limit, 1, 2**63 - 1)
-        for what, value in (("queue", queue), ("task", task)):
+        for what, value in (("queue", queue), ("task", task), ("tag", tag)):
             if value is not None:
                 _check_text(what, value)
-        records = self.store.list_jobs(state=state, queue=queue, task=task, limit=int(limit))
+        records = self.store.list_jobs(
+            state=state, queue=queue, task=task, limit=int(limit), tag=tag
+        )
         return [Job(self.store, r) for r in records]
 
     def retry(self, job_id: int) -> Job:

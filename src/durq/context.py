@@ -8,7 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from durq.codecs import Codec
+from durq.dependencies import ParentResults
 from durq.errors import DurqError
+from durq.model import ParentResult
 from durq.payload import encode, is_finite_fraction
 from durq.steps import StepStore, run_step, run_step_async
 
@@ -38,6 +41,8 @@ class JobContext:
     _lost: bool = field(default=False, repr=False)
     _steps: StepStore | None = field(default=None, repr=False)
     _will_retry: Callable[[BaseException], bool] | None = field(default=None, repr=False)
+    _parents: Callable[[int], list[ParentResult]] | None = field(default=None, repr=False)
+    _codec: Codec | None = field(default=None, repr=False)
     #: (time, progress JSON) written through a :func:`direct_context`; empty otherwise.
     progress_log: list[tuple[float, str]] = field(default_factory=list, repr=False, init=False)
 
@@ -109,6 +114,23 @@ class JobContext:
             Whatever ``fn`` raises propagates unchanged, and nothing is recorded.
         """
         return run_step(self, self._steps, name, fn, args, kwargs)
+
+    # -- dependencies --
+
+    def parent_results(self) -> ParentResults:
+        """The results of this job's parents (``after=``), read from the store once per call.
+
+        Returns:
+            A :class:`durq.dependencies.ParentResults`: ``results[parent_id]`` or
+            ``results["task_name"]``; a parent that did not succeed (possible with
+            ``on_parent_failure="run"``) gives None. Empty for a job without parents.
+
+        Raises:
+            DurqError: this context was not made by a worker.
+        """
+        if self._parents is None:
+            raise DurqError("parent_results() needs a context made by a durq worker")
+        return ParentResults(self._parents(self.job_id), self._codec)
 
     async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """:meth:`step` for ``async def`` tasks: ``await ctx.astep("fetch", fetch, url)``.

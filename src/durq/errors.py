@@ -166,3 +166,7 @@ class BlobNotFound(BlobError, LookupError):
 class BlobGone(BlobError):
     """The blob's record exists but its bytes do not (released by gc or an unref and kept
     only for its external id, or deleted from the root by hand): put the bytes again."""
+
+
+class ParentNotFound(JobNotFound, ConfigError):
+    """An enqueue named a parent job (``after=``) that does not exist. Nothing was written."""

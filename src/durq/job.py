@@ -6,6 +6,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from durq.codecs import UndecodableValue, decode_with, describe_sealed
 from durq.errors import JobFailed, JobNotFound
 from durq.model import TERMINAL_STATES, AttemptError, JobRecord, JobState
 from durq.payload import decode
@@ -129,7 +130,17 @@ class Job:
 
     @property
     def payload(self) -> Any:
-        return decode(self._record.payload)
+        """The task's keyword arguments (dict); ``"encrypted (key k1)"`` when the payload
+        is encrypted and this app has no codec with that key (docs/features/encryption.md)."""
+        return self._open(self._record.payload)
+
+    def _open(self, stored: str | None) -> Any:
+        if stored is None:
+            return None
+        try:
+            return decode(decode_with(getattr(self._store, "codec", None), stored))
+        except UndecodableValue:
+            return describe_sealed(stored)
 
     @property
     def meta(self) -> Any:
@@ -137,8 +148,9 @@ class Job:
 
     @property
     def result(self) -> Any:
-        """The task's return value (decoded JSON), or None before it succeeded."""
-        return decode(self._record.result)
+        """The task's return value (decoded JSON), or None before it succeeded;
+        ``"encrypted (key k1)"`` when it is encrypted and this app lacks the key."""
+        return self._open(self._record.result)
 
     @property
     def progress(self) -> dict[str, Any] | None:
@@ -159,6 +171,22 @@ class Job:
     def last_error(self) -> AttemptError | None:
         errors = self.errors
         return errors[-1] if errors else None
+
+    @property
+    def parents(self) -> list[int]:
+        """Ids of the jobs this one waits for (``after=``), in id order (a read per call)."""
+        return [e.parent_id for e in self._store.edges([self.id]) if e.child_id == self.id]
+
+    @property
+    def children(self) -> list[int]:
+        """Ids of the jobs that wait for this one, in id order (a read per call)."""
+        edges = self._store.edges([self.id])
+        return sorted(e.child_id for e in edges if e.parent_id == self.id)
+
+    @property
+    def tags(self) -> list[str]:
+        """The job's tags (``options(tags=[...])``), sorted (a read per call)."""
+        return self._store.tags_of(self.id)
 
     def refresh(self) -> Job:
         """Re-read the row. Returns self.

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from durq.codecs import decode_with, encode_with
 from durq.errors import ConfigError, DurqError, LeaseLost, PayloadError, StepResultError
 from durq.payload import DEFAULT_PAYLOAD_LIMIT, decode, encode
 
@@ -69,9 +70,10 @@ def run_step(
         raise DurqError("ctx.step() needs a context made by a durq worker (it has no store)")
     if not callable(fn):
         raise ConfigError(f"step {name!r}: fn must be callable, not {fn!r}")
+    codec = getattr(store, "codec", None)  # durq.codecs: steps are stored like results
     stored, held = store.step_state(ctx.job_id, ctx.lease_token, name)
     if stored is not None:
-        return decode(stored)
+        return decode(decode_with(codec, stored))
     if not held:
         ctx.mark_lease_lost()
         raise LeaseLost(
@@ -86,11 +88,13 @@ def run_step(
             f"job {ctx.job_id}: {exc}; the step's function ran but its result was not "
             "recorded (a later attempt would run it again)"
         ) from exc
-    if store.save_step(ctx.job_id, ctx.lease_token, name, body):
+    if store.save_step(ctx.job_id, ctx.lease_token, name, encode_with(codec, body)):
         return decode(body)  # the JSON round trip: the same value a later attempt gets
     stored, held = store.step_state(ctx.job_id, ctx.lease_token, name)
     if held and stored is not None:
-        return decode(stored)  # the same name recorded first by another thread of this attempt
+        return decode(
+            decode_with(codec, stored)
+        )  # the same name recorded first by another thread of this attempt
     ctx.mark_lease_lost()
     raise LeaseLost(
         f"job {ctx.job_id} attempt {ctx.attempt}: lease lost while step {name!r} ran; "

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 from durq.classify import Classifier, Rule
 from durq.context import JobContext, bind, current, direct_context, unbind
 from durq.retry import Backoff
+from durq.typed import TypedParams
 
 if TYPE_CHECKING:
     from durq.job import Job
@@ -39,6 +40,11 @@ class EnqueueOptions:
     deadline: float | datetime | None = None
     deadline_in: float | None = None
     notice_after: float | None = None
+    # -- workflows -- (docs/features/dependencies.md, tags.md, uniqueness.md)
+    after: Sequence[Any] = ()  # parent jobs: ids, Jobs (or Signatures inside enqueue_graph)
+    on_parent_failure: str | None = None  # "cancel" (default) or "run"
+    tags: Sequence[str] = ()
+    unique: str | None = None  # None (the key is held until pruned), "active", "period:N"
 
 
 class TaskApp(Protocol):
@@ -107,8 +113,13 @@ class Task(Generic[P, R]):
         limits: TaskLimits | None = None,
         on_fail: Callable[[Job], Any] | None = None,
         hook_queue: str | None = None,
+        fair_key: Callable[[dict[str, Any]], str] | None = None,
+        strict_types: bool = False,
     ) -> None:
         self.app = app
+        self.fair_key = fair_key
+        self.strict_types = strict_types
+        self.typed = TypedParams(fn, strict_types)  # typed payloads (durq.typed)
         self.fn = fn
         self.name = name
         self.queue = queue
@@ -193,14 +204,35 @@ class Task(Generic[P, R]):
         deadline: float | datetime | None = None,
         deadline_in: float | None = None,
         notice_after: float | None = None,
+        after: Sequence[Any] = (),
+        on_parent_failure: str | None = None,
+        tags: Sequence[str] = (),
+        unique: str | None = None,
     ) -> BoundTask:
         """Options for the next enqueue; see :meth:`durq.Durq.enqueue` for each one."""
         opts = EnqueueOptions(
             queue, delay, run_at, priority, key, max_attempts, meta, connection,
             park=park, park_ttl=park_ttl, deadline=deadline, deadline_in=deadline_in,
-            notice_after=notice_after,
+            notice_after=notice_after, after=after, on_parent_failure=on_parent_failure,
+            tags=tags, unique=unique,
         )  # fmt: skip
         return BoundTask(self, opts)
+
+    def s(self, **kwargs: Any) -> Signature:
+        """A signature: this task with these keyword arguments, not yet enqueued, for
+        :meth:`durq.Durq.chain`, :meth:`durq.Durq.group` and
+        :meth:`durq.Durq.enqueue_graph`."""
+        return Signature(self, dict(kwargs), EnqueueOptions())
+
+    def result_parameter(self, given: Mapping[str, Any]) -> str | None:
+        """The parameter that receives a previous step's result in a chain: the first
+        required parameter (in signature order) that ``given`` does not fill; None when
+        every required parameter is given (the step then runs after, without it)."""
+        kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        for p in self.signature.parameters.values():
+            if p.kind in kinds and p.default is p.empty and p.name not in given:
+                return p.name
+        return None
 
     def enqueue(self, **kwargs: Any) -> Job:
         """Store a job that runs this task with ``kwargs``; returns when it is committed.
@@ -282,3 +314,52 @@ class BoundTask:
         return await asyncio.to_thread(self.enqueue_many, items, keys=keys)
 
     enqueue_async = aenqueue
+
+    def s(self, **kwargs: Any) -> Signature:
+        """A signature with these options: see :meth:`Task.s`."""
+        return Signature(self.task, dict(kwargs), self.opts)
+
+
+class Signature:
+    """A task, its keyword arguments and its options, not yet enqueued (``task.s(...)``).
+
+    ``parents`` are what it waits for when enqueued with :meth:`durq.Durq.enqueue_graph`:
+    earlier signatures of the same graph, :class:`durq.Job` objects or job ids.
+    """
+
+    __slots__ = ("kwargs", "opts", "parents", "pass_as", "pass_list", "task")
+
+    def __init__(
+        self,
+        task: Task[Any, Any],
+        kwargs: dict[str, Any],
+        opts: EnqueueOptions,
+        parents: tuple[Any, ...] = (),
+        pass_as: str | None = None,
+        pass_list: bool = False,
+    ) -> None:
+        self.task = task
+        self.kwargs = kwargs
+        self.opts = opts
+        self.parents = parents
+        self.pass_as = pass_as
+        self.pass_list = pass_list
+
+    def __repr__(self) -> str:
+        return f"<durq.Signature {self.task.name}({self.kwargs})>"
+
+    def options(self, **changes: Any) -> Signature:
+        """The same signature with options changed (see :meth:`Task.options`)."""
+        return Signature(
+            self.task, self.kwargs, replace(self.opts, **changes), self.parents,
+            self.pass_as, self.pass_list,
+        )  # fmt: skip
+
+    def after(self, *parents: Any, pass_as: str | None = None, as_list: bool = False) -> Signature:
+        """The same signature waiting for ``parents`` as well (signatures earlier in the
+        graph, Jobs or ids). ``pass_as`` names an argument that receives the parents'
+        result (``as_list``: the list of their results, in parent id order)."""
+        return Signature(
+            self.task, self.kwargs, self.opts, self.parents + parents,
+            pass_as or self.pass_as, as_list or self.pass_list,
+        )  # fmt: skip

@@ -16,7 +16,18 @@ from tests.structure.imports import cycles, graph, modules
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("durq.errors", "durq.failpoints", "durq.observability.events")),
     ("model", ("durq.model",)),
-    ("parsing", ("durq.payload", "durq.retry", "durq.classify", "durq.periodic", "durq.checks")),
+    (
+        "parsing",
+        (
+            "durq.payload",
+            "durq.retry",
+            "durq.classify",
+            "durq.periodic",
+            "durq.checks",
+            "durq.codecs",
+            "durq.typed",
+        ),
+    ),
     ("store", ("durq.store",)),
     (
         "features",
@@ -35,6 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "durq.blobs",
             "durq.hooks",
             "durq.deadlines",
+            "durq.dependencies",
         ),
     ),
     ("worker", ("durq.worker",)),

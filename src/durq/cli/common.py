@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from durq.app import Durq
+from durq.codecs import Encrypted
 from durq.store.sqlite.connection import parse_url
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -63,7 +64,7 @@ def open_existing(url: str) -> Durq:
                 f"a worker or `durq migrate` does), or it lives elsewhere (give --db or "
                 f"set DURQ_URL)"
             )
-    return closed_at_exit(Durq(url, migrate=False))
+    return closed_at_exit(Durq(url, migrate=False, codec=Encrypted.from_env()))  # $DURQ_KEYS
 
 
 def load_app(spec: str, url: str | None) -> Durq:

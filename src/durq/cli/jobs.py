@@ -1,4 +1,4 @@
-"""Verbs on jobs: ``jobs list|show``, ``retry``, ``cancel``, ``adopt`` and ``purge``."""
+"""Verbs on jobs: ``jobs list|show|tree``, ``retry``, ``cancel``, ``adopt`` and ``purge``."""
 
 from __future__ import annotations
 
@@ -37,14 +37,21 @@ def jobs() -> None:
 )
 @click.option("--queue", default=None)
 @click.option("--task", default=None)
+@click.option("--tag", default=None, help="Only jobs with this tag (options(tags=[...])).")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1, max=2**63 - 1))
 @json_option
 def jobs_list(
-    db: str, state: str | None, queue: str | None, task: str | None, limit: int, as_json: bool
+    db: str,
+    state: str | None,
+    queue: str | None,
+    task: str | None,
+    tag: str | None,
+    limit: int,
+    as_json: bool,
 ) -> None:
     """Jobs, newest first."""
     try:
-        found = open_existing(db).jobs(state=state, queue=queue, task=task, limit=limit)
+        found = open_existing(db).jobs(state=state, queue=queue, task=task, limit=limit, tag=tag)
     except DurqError as exc:
         fail(str(exc))
     if as_json:
@@ -58,22 +65,31 @@ def jobs_list(
 @db_option
 @json_option
 def jobs_show(job_id: int, db: str, as_json: bool) -> None:
-    """One job: payload, result, progress, its whole error history with tracebacks, and
-    why it is not running now."""
+    """One job: payload, result, progress, tags, parents and children, its whole error
+    history with tracebacks, and why it is not running now."""
     try:
         app = open_existing(db)
         job = app.get(job_id)
         steps = app.steps(job_id)
         record = app.store.get(job_id)
         why = views.why(app.store, record) if record is not None else None
+        links: dict[str, list[Any]] = {
+            "tags": list(job.tags),
+            "parents": list(job.parents),
+            "children": list(job.children),
+        }
     except DurqError as exc:
         fail(str(exc))
     if as_json:
-        shown = {**job.to_dict(), "steps": [s.to_dict() for s in steps]}
+        shown = {**job.to_dict(), **links, "steps": [s.to_dict() for s in steps]}
         shown["why"] = why.to_dict() if why else None
         render.print_json(shown)
     else:
         render.job_detail(job)
+        for label in ("tags", "parents", "children"):  # only those that apply
+            if links[label]:
+                listed = ", ".join(str(v) for v in links[label])
+                render.console.print(f"  {label:>9}: {listed}", highlight=False, markup=False)
         if why is not None:
             render.console.print(f"  {'why':>9}: {why.sentence}", highlight=False, markup=False)
         _print_steps(steps)
@@ -89,23 +105,53 @@ def _print_steps(steps: list[Any]) -> None:
         )
 
 
+TAG_OPTION = click.option(
+    "--tag", default=None, help="Every job with this tag (instead of, or besides, JOB_IDS)."
+)
+
+#: The states each bulk verb applies to, for --tag.
+BULK_STATES = {
+    "retry": ("failed", "cancelled", "expired"),
+    "cancel": ("queued", "scheduled", "running", "waiting", "parked"),
+}
+
+
 @cli.command()
-@click.argument("job_ids", type=JOB_ID, nargs=-1, required=True)
+@click.argument("job_ids", type=JOB_ID, nargs=-1)
+@TAG_OPTION
 @db_option
 @json_option
-def retry(job_ids: tuple[int, ...], db: str, as_json: bool) -> None:
+def retry(job_ids: tuple[int, ...], tag: str | None, db: str, as_json: bool) -> None:
     """Re-queue failed, cancelled or expired jobs with a fresh attempt budget."""
-    _steer(db, job_ids, as_json, "retry")
+    _steer(db, _with_tag(db, job_ids, tag, "retry"), as_json, "retry")
 
 
 @cli.command()
-@click.argument("job_ids", type=JOB_ID, nargs=-1, required=True)
+@click.argument("job_ids", type=JOB_ID, nargs=-1)
+@TAG_OPTION
 @db_option
 @json_option
-def cancel(job_ids: tuple[int, ...], db: str, as_json: bool) -> None:
-    """Cancel queued, scheduled, running or parked jobs (a running job's lease is revoked;
-    its worker's outcome is discarded)."""
-    _steer(db, job_ids, as_json, "cancel")
+def cancel(job_ids: tuple[int, ...], tag: str | None, db: str, as_json: bool) -> None:
+    """Cancel queued, scheduled, waiting, parked or running jobs (a running job's lease is
+    revoked; its worker's outcome is discarded)."""
+    _steer(db, _with_tag(db, job_ids, tag, "cancel"), as_json, "cancel")
+
+
+def _with_tag(db: str, job_ids: tuple[int, ...], tag: str | None, verb: str) -> tuple[int, ...]:
+    """JOB_IDS plus, with --tag, the ids of the tagged jobs the verb applies to (each then
+    goes through the same per-job call as a listed id)."""
+    if tag is None:
+        if not job_ids:
+            fail(f"give job ids or --tag to {verb}", EXIT_USAGE)
+        return job_ids
+    try:
+        app = open_existing(db)
+        found: list[int] = []
+        for state in BULK_STATES[verb]:
+            found += [j.id for j in app.jobs(state=state, tag=tag, limit=2**62)]
+    except DurqError as exc:
+        fail(str(exc))
+    return tuple(dict.fromkeys([*job_ids, *sorted(found)]))
 
 
 @cli.command()
@@ -119,6 +165,8 @@ def adopt(job_ids: tuple[int, ...], db: str, as_json: bool) -> None:
 
 def _steer(db: str, job_ids: tuple[int, ...], as_json: bool, verb: str) -> None:
     app = open_existing(db)
+    if not job_ids and not as_json:
+        click.echo("no job matched", err=True)
     results: list[dict[str, Any]] = []
     failed = False
     for job_id in job_ids:
@@ -171,3 +219,24 @@ def purge(queue: str, db: str, states: tuple[str, ...], yes: bool, as_json: bool
         render.print_json({"queue": queue, "states": chosen, "deleted": deleted})
     else:
         click.echo(f"deleted {deleted} job(s) of queue {queue!r} ({', '.join(chosen)})")
+
+
+@jobs.command("tree")
+@click.argument("job_id", type=JOB_ID)
+@db_option
+@json_option
+def jobs_tree(job_id: int, db: str, as_json: bool) -> None:
+    """The dependency graph around one job: from its roots down, each job with its task and
+    state (a job with several parents is drawn once, then named "(above)")."""
+    from durq.cli.graph import draw_graph, read_graph
+
+    try:
+        app = open_existing(db)
+        app.get(job_id)
+        graph = read_graph(app.store, job_id)
+    except DurqError as exc:
+        fail(str(exc))
+    if as_json:
+        render.print_json(graph.to_dict())
+    else:
+        render.console.print(draw_graph(graph, job_id))

@@ -99,7 +99,10 @@ def _stranded_note(snap: dict[str, Any]) -> str:
 def status_wide(snap: dict[str, Any]) -> None:
     table = Table(title="durq status", title_justify="left")
     table.add_column("queue")
-    for state in STATES:
+    queues = snap["queues"].values()
+    # waiting (jobs with unfinished parents) gets a column only when some queue has any
+    states = [s for s in STATES if s != "waiting" or any(q["counts"].get(s) for q in queues)]
+    for state in states:
         table.add_column(state, justify="right")
     for extra in ("in backoff", "stranded", "oldest queued", "paused"):
         table.add_column(extra, justify="right")
@@ -107,7 +110,7 @@ def status_wide(snap: dict[str, Any]) -> None:
         paused = q["paused"]
         table.add_row(
             name,
-            *(str(q["counts"].get(s, 0)) for s in STATES),
+            *(str(q["counts"].get(s, 0)) for s in states),
             str(q["in_backoff"]),
             str(q["stranded"]),
             ago(q["oldest_queued_age"]),

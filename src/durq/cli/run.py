@@ -214,7 +214,8 @@ def enqueue(
     as_json: bool,
 ) -> None:
     """Enqueue a job for TASK. The payload is --payload '{"k": 1}' and/or k=v pairs
-    (each v parsed as JSON when it is valid JSON, else taken as a string).
+    (each v parsed as JSON when it is valid JSON, else taken as a string; with --app, by
+    the task's annotation: a str parameter keeps "02134" as text, an int one refuses "many").
 
     Without --app the job gets queue "default", 3 attempts and priority 0 unless the
     options say otherwise: durq does not import your code to learn the task's settings."""
@@ -226,22 +227,28 @@ def enqueue(
             fail(f"--payload is not valid JSON: {exc}", EXIT_USAGE)
         if not isinstance(body, dict):
             fail("--payload must be a JSON object", EXIT_USAGE)
-    for arg in args:
-        name, sep, raw = arg.partition("=")
-        if not sep or not name:
-            fail(f"expected key=value, got {arg!r}", EXIT_USAGE)
-        try:
-            body[name] = json.loads(raw)
-        except ValueError:
-            body[name] = raw
-        except RecursionError as exc:
-            fail(f"the value of {name!r} is not usable JSON: {exc}", EXIT_USAGE)
     if app_spec is not None:
         app = load_app(app_spec, db)
         if task not in app.tasks:
             fail(f"{app_spec} has no task named {task!r} (known: {sorted(app.tasks)})", EXIT_USAGE)
     else:
         app = closed_at_exit(Durq(db or DEFAULT_URL))
+    known = app.tasks.get(task)
+    for arg in args:
+        name, sep, raw = arg.partition("=")
+        if not sep or not name:
+            fail(f"expected key=value, got {arg!r}", EXIT_USAGE)
+        try:
+            if known is not None and name in known.typed.types:  # by the annotation
+                body[name] = known.typed.from_text(name, raw)
+                continue
+            body[name] = json.loads(raw)
+        except ValueError:
+            body[name] = raw
+        except RecursionError as exc:
+            fail(f"the value of {name!r} is not usable JSON: {exc}", EXIT_USAGE)
+        except DurqError as exc:
+            fail(f"payload does not fit {task}(): {exc}")
     try:
         job = app.enqueue(
             task,

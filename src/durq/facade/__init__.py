@@ -14,14 +14,17 @@ from durq.facade.limits import LimitsFacade
 from durq.facade.pause import PauseFacade
 from durq.facade.periodic import PeriodicFacade
 from durq.facade.retention import RetentionFacade
+from durq.facade.workflows import Group, WorkflowsFacade
 
 __all__ = [
     "BatchesFacade",
     "DeadlinesFacade",
     "FacadeBase",
+    "Group",
     "HooksFacade",
     "LimitsFacade",
     "PauseFacade",
     "PeriodicFacade",
     "RetentionFacade",
+    "WorkflowsFacade",
 ]

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from durq.job import Job
-    from durq.model import NewJob
+    from durq.model import Inserted, NewJob
     from durq.store import Store
     from durq.task import EnqueueOptions, Task
 
@@ -35,5 +35,7 @@ class FacadeBase:
         ) -> NewJob: ...
 
         def _with_payload(
-            self, t: NewJob, payload: Mapping[str, Any], key: str | None
+            self, t: NewJob, payload: Mapping[str, Any], key: str | None, passed: str | None = None
         ) -> NewJob: ...
+
+        def _job_after_insert(self, new: NewJob, ins: Inserted, log: bool) -> Job: ...

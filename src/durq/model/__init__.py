@@ -17,6 +17,7 @@ from durq.model.dashboard import (
     WorkerDetail,
     WorkerReport,
 )
+from durq.model.dependencies import Edge, Parent, ParentResult
 from durq.model.inserts import Inserted, NewJob
 from durq.model.jobs import (
     HOOK_MAX_ATTEMPTS,
@@ -48,6 +49,7 @@ __all__ = [
     "BlobRecord",
     "BlobRelease",
     "Claimed",
+    "Edge",
     "InHand",
     "Inserted",
     "JobFilter",
@@ -58,6 +60,8 @@ __all__ = [
     "NewBatch",
     "NewJob",
     "Outcome",
+    "Parent",
+    "ParentResult",
     "PutResult",
     "QueuePause",
     "ReapSummary",

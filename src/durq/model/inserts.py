@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from durq.model.dependencies import Parent
 from durq.model.limits import JobLimit
 
 
@@ -35,6 +36,21 @@ class NewJob:
     # -- hooks -- (see durq.hooks)
     on_fail: bool = False  # its task has on_fail: the reaper / a release insert the hook job
     hook_queue: str | None = None  # the queue of its hook jobs (None: its own queue)
+    # -- workflows -- (docs/features/dependencies.md, tags.md, uniqueness.md, fairness.md)
+    parents: tuple[Parent, ...] = ()  # it waits for these (ids, or earlier jobs of the insert)
+    tags: tuple[str, ...] = ()
+    unique_key: str | None = None  # options(key=..., unique="active" | "period:N")
+    unique_period: float | None = None  # seconds the key is held (None: while active)
+    fair_key: str | None = None  # claims go round-robin over these
+
+    @property
+    def has_workflow(self) -> bool:
+        """True when the row needs dependency, tag, uniqueness or fairness work."""
+        return (
+            bool(self.parents or self.tags)
+            or self.unique_key is not None
+            or (self.fair_key is not None)
+        )
 
     @property
     def has_hooks(self) -> bool:

@@ -19,6 +19,8 @@ class JobState(enum.StrEnum):
     EXPIRED = "expired"
     #: Stored but not runnable until :meth:`durq.Durq.adopt` (or cancelled / expired).
     PARKED = "parked"
+    #: Has parents that have not all finished (docs/features/dependencies.md).
+    WAITING = "waiting"
 
 
 TERMINAL_STATES = frozenset(

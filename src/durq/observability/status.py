@@ -8,7 +8,7 @@ from durq.model import StatusData
 
 STATES = (
     "scheduled", "queued", "running", "succeeded", "failed", "cancelled", "expired",
-    "parked",
+    "parked", "waiting",
 )  # fmt: skip
 
 

@@ -7,9 +7,10 @@ the row.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from durq.codecs import Codec
 from durq.model import (
     Alert,
     BatchRecord,
@@ -17,12 +18,14 @@ from durq.model import (
     BlobRecord,
     BlobRelease,
     Claimed,
+    Edge,
     Inserted,
     JobRecord,
     LimitUsage,
     NewBatch,
     NewJob,
     Outcome,
+    ParentResult,
     PutResult,
     QueuePause,
     ReapSummary,
@@ -39,6 +42,8 @@ class Store(Protocol):
     """What a backend provides. Times are seconds since the epoch from :meth:`now`."""
 
     url: str
+    #: How payloads, results and steps are stored at rest (durq.codecs); set by the app.
+    codec: Codec | None
     #: True when the backend pushes wake-ups (LISTEN/NOTIFY); False means poll :meth:`changed`.
     supports_notify: bool
 
@@ -120,7 +125,13 @@ class Store(Protocol):
     def get(self, job_id: int) -> JobRecord | None: ...
 
     def list_jobs(
-        self, *, state: str | None, queue: str | None, task: str | None, limit: int
+        self,
+        *,
+        state: str | None,
+        queue: str | None,
+        task: str | None,
+        limit: int,
+        tag: str | None = None,
     ) -> list[JobRecord]: ...
 
     def retry(self, job_id: int) -> bool: ...
@@ -354,6 +365,29 @@ class Store(Protocol):
         Raises:
             StoreError: PostgreSQL could not be read.
         """
+
+    # -- dependencies and tags (docs/features/dependencies.md, tags.md) --
+
+    def edges(self, job_ids: Sequence[int]) -> list[Edge]:
+        """Every dependency edge into or out of these jobs, with both ends' task and state."""
+        ...
+
+    def parent_results(self, job_id: int) -> list[ParentResult]:
+        """The parents of a job (id order) with their state and JSON result."""
+        ...
+
+    def tags_of(self, job_id: int) -> list[str]:
+        """The job's tags, sorted."""
+        ...
+
+    def reseal(self, prefix: str, seal: Callable[[str], str], chunk: int) -> int:
+        """Rewrite payloads, results and steps not stored under ``prefix`` (durq.codecs)."""
+        ...
+
+    def stuck_waiting(self) -> list[int]:
+        """Ids of waiting jobs whose parents are all terminal (always empty unless a
+        transition missed its children: a health check)."""
+        ...
 
     # -- hooks --
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from durq.classify import PERMANENT, Classification, classify, describe
+from durq.codecs import UndecodableValue, decode_with, encode_with
 from durq.context import JobContext, bind, unbind
 from durq.errors import PauseQueue, PayloadError, Permanent
 from durq.failpoints import hit
@@ -45,7 +46,9 @@ class Executor:
     def prepare(self, job: Claimed) -> tuple[Task[Any, Any], dict[str, Any]] | Outcome:
         """Decode the payload and resolve the task; an Outcome means "do not run"."""
         try:
-            payload = decode_payload(job.payload)
+            payload = decode_payload(decode_with(self.app.store.codec, job.payload))
+        except UndecodableValue as exc:  # encrypted under a key this worker lacks
+            return self.failed(job, "UndecodablePayload", str(exc), "undecodable_payload")
         except UndecodablePayload as exc:
             return self.failed(job, "UndecodablePayload", str(exc), "undecodable_payload")
         task = self.app.tasks.get(job.task)
@@ -55,6 +58,11 @@ class Executor:
         if problem is not None:
             message = f"payload does not fit {task.name}(): {problem}"
             return self.failed(job, "BadPayload", message, "bad_payload")
+        if task.typed.checked:  # typed payloads: dataclasses, enums, datetimes, models
+            try:
+                payload = task.typed.from_payload(payload, task.name)
+            except PayloadError as exc:
+                return self.failed(job, "BadPayload", str(exc), "bad_payload")
         return task, payload
 
     def run_sync(self, job: Claimed, ctx: JobContext) -> Outcome:
@@ -104,6 +112,7 @@ class Executor:
             result = encode(value, what="result", limit=self.app.payload_limit)
         except PayloadError as exc:
             return self.failed(job, type(exc).__name__, describe(exc), "unserialisable_result")
+        result = encode_with(self.app.store.codec, result)
         return Outcome(job.id, job.lease_token, "succeeded", result=result)
 
     def failed(

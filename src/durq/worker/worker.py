@@ -378,6 +378,8 @@ class Worker:
             job.lease_token,
             self.app.store.set_progress,
             _steps=self.app.store,
+            _parents=self.app.store.parent_results,
+            _codec=self.app.store.codec,
             _will_retry=None if task is None else partial(self.executor.would_retry, job, task),
         )
         deadline = None

@@ -17,7 +17,13 @@ class AdminMixin(PostgresBase):
         return JobRecord(*row) if row else None
 
     def list_jobs(
-        self, *, state: str | None, queue: str | None, task: str | None, limit: int
+        self,
+        *,
+        state: str | None,
+        queue: str | None,
+        task: str | None,
+        limit: int,
+        tag: str | None = None,
     ) -> list[JobRecord]:
         ready: int | None = None
         if state == "scheduled":
@@ -26,7 +32,7 @@ class AdminMixin(PostgresBase):
             ready = 1
         params = {
             "at": self._at(), "state": state, "ready": ready, "queue": queue,
-            "task": task, "limit": limit,
+            "task": task, "limit": limit, "tag": tag,
         }  # fmt: skip
         with self._tx(transaction=False) as conn:
             rows = conn.execute(self._sql["LIST_JOBS"], params).fetchall()
@@ -53,6 +59,7 @@ class AdminMixin(PostgresBase):
             done = conn.execute(self._sql["CANCEL"], {"at": at, "id": job_id}).rowcount == 1
             if done:
                 self._batches.close_for_jobs(conn, [job_id], at)
+                self._deps.settle(conn, [job_id], at)
             return done
 
     def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool:

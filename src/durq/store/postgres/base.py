@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from durq.model import Claimed, Inserted, NewJob, Outcome
     from durq.store.postgres.batches import Batches
     from durq.store.postgres.connection import PostgresOptions
+    from durq.store.postgres.dependencies import Dependencies
 
 
 class PostgresBase:
@@ -31,6 +32,7 @@ class PostgresBase:
         _clock: Callable[[], float]
         _sql: dict[str, Any]
         _batches: Batches
+        _deps: Dependencies
         # wake-ups and leadership
         _changed: threading.Event
         _listener: threading.Thread | None
@@ -52,6 +54,24 @@ class PostgresBase:
         def _tx(
             self, transaction: bool = True
         ) -> contextlib.AbstractContextManager[psycopg.Connection[Any]]: ...
+
+        # fairness.py
+        def _claim_fair(
+            self, queue: str, tasks: Sequence[str], limit: int, lease: float, worker_id: str
+        ) -> list[Claimed]: ...
+
+        # workflows.py
+        def _unique_holder(
+            self, conn: psycopg.Connection[Any], job: NewJob, at: float | None
+        ) -> Inserted | None: ...
+
+        def _set_workflow(
+            self,
+            conn: psycopg.Connection[Any],
+            jobs: Sequence[NewJob],
+            out: Sequence[Inserted],
+            at: float | None,
+        ) -> None: ...
 
         # jobs.py
         def _enqueue_on(

@@ -69,6 +69,7 @@ SET state = 'cancelled', finished_at = {s}.epoch(%(at)s), lease_token = NULL,
     lease_expires_at = NULL
 WHERE batch_id = %(id)s AND state NOT IN """
     + TERMINAL_SQL
+    + " RETURNING id"
 )
 
 SEAL_BATCH = """
@@ -186,15 +187,23 @@ class Batches:
         conn.execute(self.sql["GROW_BATCH"], {"id": batch_id, "n": len(job_ids)})
 
     def seal(
-        self, conn: psycopg.Connection[Any], batch_id: int, aborted: str | None, at: float | None
+        self,
+        conn: psycopg.Connection[Any],
+        batch_id: int,
+        aborted: str | None,
+        at: float | None,
+        cancelled: list[int] | None = None,
     ) -> bool:
-        """building → open (cancelling unfinished members first when ``aborted``), then
-        close it at once if every member is already terminal. False if it was not building."""
+        """building → open (cancelling unfinished members first when ``aborted``; their ids
+        go to ``cancelled``, for their dependents), then close it at once if every member is
+        already terminal. False if it was not building."""
         rows = conn.execute(self.sql["LOCK_BATCHES"], {"ids": [batch_id]}).fetchall()
         if not rows or rows[0][1] != BUILDING:
             return False
         if aborted is not None:
-            conn.execute(self.sql["CANCEL_MEMBERS"], {"id": batch_id, "at": at})
+            rows = conn.execute(self.sql["CANCEL_MEMBERS"], {"id": batch_id, "at": at}).fetchall()
+            if cancelled is not None:
+                cancelled.extend(int(r[0]) for r in rows)
         conn.execute(self.sql["SEAL_BATCH"], {"id": batch_id, "at": at, "aborted": aborted})
         self.close_batches(conn, [batch_id], at)
         return True

@@ -66,7 +66,10 @@ class BatchingMixin(PostgresBase):
 
     def seal_batch(self, batch_id: int, aborted: str | None = None) -> bool:
         with self._tx() as conn:
-            return self._batches.seal(conn, batch_id, aborted, self._at())
+            cancelled: list[int] = []
+            done = self._batches.seal(conn, batch_id, aborted, self._at(), cancelled)
+            self._deps.settle(conn, cancelled, self._at())  # their dependents, same transaction
+            return done
 
     def get_batch(self, batch_id: int) -> BatchRecord | None:
         with self._tx() as conn:

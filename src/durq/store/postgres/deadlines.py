@@ -61,7 +61,7 @@ EXPIRE_PAST_DEADLINE = (
 WITH picked AS (
     SELECT id FROM {s}.jobs
     WHERE deadline IS NOT NULL AND finished_at IS NULL AND deadline <= {s}.epoch(%(at)s)
-      AND state IN ('queued', 'running', 'parked')
+      AND state IN ('queued', 'running', 'parked', 'waiting')
     ORDER BY deadline LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED),
 """

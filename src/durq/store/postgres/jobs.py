@@ -17,6 +17,7 @@ from durq.store.postgres.connection import translate
 #: ``INSERT … SELECT FROM unnest(…)`` (below it the extra round trip for the ids costs more
 #: than COPY saves).
 COPY_FROM = 200
+_OUTCOME_ARRAYS = frozenset({"ids", "tokens", "kinds", "results", "errors", "delays"})
 
 
 class JobsMixin(PostgresBase):
@@ -38,6 +39,7 @@ class JobsMixin(PostgresBase):
             and not jobs[0].has_extras
             and jobs[0].limit is None
             and not jobs[0].has_hooks
+            and not jobs[0].has_workflow
         ):
             job = jobs[0]
             params = {
@@ -83,10 +85,20 @@ class JobsMixin(PostgresBase):
             plain.clear()
 
         for job in jobs:
-            if job.key is None:
+            if job.unique_key is not None:
+                flush()
+                holder = self._unique_holder(conn, job, at)
+                if holder is not None:
+                    out.append(holder)
+                    continue
+            if job.key is None and job.unique_key is None:
                 plain.append(job)
                 continue
             flush()
+            if job.key is None:  # a unique key, no idempotency key: its own row
+                plain.append(job)
+                flush()
+                continue
             params = {
                 "at": at, "queue": job.queue, "task": job.task, "payload": job.payload,
                 "priority": job.priority, "run_at": job.run_at, "delay": float(job.delay),
@@ -106,6 +118,7 @@ class JobsMixin(PostgresBase):
         flush()
         self._set_limits(conn, jobs, out)
         self._set_hooks(conn, jobs, out)
+        self._set_workflow(conn, jobs, out, at)
         for queue in sorted({j.queue for j in jobs}):
             conn.execute(self._sql["NOTIFY"], {"channel": self.channel, "queue": queue})
         return out
@@ -183,6 +196,7 @@ class JobsMixin(PostgresBase):
         for queue in first:
             capped.extend(self._claim_limited(queue, tasks, room(), lease, worker_id))
         seen: dict[str, bool] = {}
+        fair: list[str] = []  # queues whose fair-keyed jobs the claims left (fairness.py)
         # one statement is its own transaction; claims over several queues share one
         with self._tx(transaction=len(claim_queues) > 1 or batched or hooked) as conn:
             if outcomes and not claim_queues:
@@ -193,7 +207,9 @@ class JobsMixin(PostgresBase):
                 rows = []
                 seen[queue] = False
                 for r in conn.execute(self._sql["FINISH_AND_CLAIM"], params).fetchall():
-                    if r[0] is None:
+                    if r[0] is None and r[1] == -1:
+                        fair.append(queue)
+                    elif r[0] is None:
                         seen[queue] = True
                     elif r[0]:
                         rows.append(r[1:])
@@ -210,8 +226,19 @@ class JobsMixin(PostgresBase):
                     break
                 params["queue"], params["limit"] = queue, limit - len(claimed) - len(capped)
                 rows = conn.execute(self._sql["CLAIM"], params).fetchall()
-                seen[queue] = any(r[0] is None for r in rows)
+                seen[queue] = any(r[0] is None and r[1] != -1 for r in rows)
+                fair.extend(queue for r in rows if r[0] is None and r[1] == -1)
                 claimed.extend(self._claimed_in_order([r[1:] for r in rows if r[0]]))
+        for queue in fair:
+            if len(claimed) + len(capped) < limit:
+                claimed.extend(
+                    self._claim_fair(
+                        queue, tasks, limit - len(claimed) - len(capped), lease, worker_id
+                    )
+                )
+        left = [o for o in outcomes if o.job_id not in done]
+        if left:  # stale outcomes, or jobs with children: finished with their settle
+            done |= self._finish_parents(left, params, at)
         for queue, waiting in seen.items():
             if not waiting:
                 self._limited_queues.discard(queue)
@@ -239,6 +266,29 @@ class JobsMixin(PostgresBase):
         with self._tx(transaction=False) as conn:
             rows = conn.execute(self._sql["PAUSED_AMONG"], {"queues": list(queues)}).fetchall()
         return {r[0] for r in rows}
+
+    def _finish_parents(
+        self, left: Sequence[Outcome], params: dict[str, Any], at: float | None
+    ) -> set[int]:
+        """Record the outcomes of jobs that have children (the hot statement leaves them)
+        in one transaction with the children's settle, their batches' close and on_fail
+        hooks. Outcomes whose token no longer holds change nothing, as before."""
+        ids = {o.job_id for o in left}
+        keep = [i for i, job_id in enumerate(params["ids"]) if job_id in ids]
+        sub = {k: ([v[i] for i in keep] if k in _OUTCOME_ARRAYS else v) for k, v in params.items()}
+        with self._tx() as conn:
+            rows = conn.execute(self._sql["FINISH_PARENTS"], sub).fetchall()
+            done = {int(r[0]) for r in rows}
+            if not done:
+                return done
+            ended = [int(r[0]) for r in rows if r[1] != "queued"]
+            if any(o.batch_id is not None for o in left):
+                self._close_batches_of(conn, left, done, at)
+            marked = [o.job_id for o in left if o.on_fail and o.job_id in done]
+            if marked:
+                self._fail_hooks(conn, marked, at, flagged=False)
+            self._deps.settle(conn, ended, at)
+        return done
 
     @staticmethod
     def _claimed_in_order(rows: Sequence[Sequence[Any]]) -> list[Claimed]:
@@ -285,6 +335,7 @@ class JobsMixin(PostgresBase):
             row = conn.execute(self._sql["RELEASE"], params).fetchone()
             if row is not None and row[0] == "failed":
                 self._batches.close_for_jobs(conn, [job_id], self._at())
+                self._deps.settle(conn, [job_id], self._at())
                 self._fail_hooks(conn, [job_id], self._at(), flagged=not on_fail)
         return (row[0], row[1]) if row else None
 
@@ -294,6 +345,7 @@ class JobsMixin(PostgresBase):
             rows = conn.execute(self._sql["REAP"], {"at": at}).fetchall()
             self._batches.close_for_jobs(conn, [r[0] for r in rows if r[1] == "failed"], at)
             failed = [r[0] for r in rows if r[1] == "failed"]
+            self._deps.settle(conn, failed, at)
             self._fail_hooks(conn, failed, at, flagged=True, tasks=fail_tasks)
             at = conn.execute(self._sql["CLOCK"], {"at": at}).fetchone()
             now = float(at[0]) if at else self.now()

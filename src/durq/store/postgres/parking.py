@@ -51,6 +51,7 @@ class ParkingMixin(PostgresBase):
             if cur.rowcount != 1:
                 return False
             self._batches.close_for_jobs(conn, [job_id], at)
+            self._deps.settle(conn, [job_id], at)
             return True
 
     def sweep(self, hook_max_attempts: int, limit: int = 500) -> SweepSummary:
@@ -75,6 +76,7 @@ class ParkingMixin(PostgresBase):
                     expired.append(int(job_id))
                     queues.add(queue)
             self._batches.close_for_jobs(conn, expired, params["at"])  # same transaction
+            self._deps.settle(conn, expired, params["at"])
             rows = conn.execute(dl.sql("NOTICE_SLOW", schema), params).fetchall()
             noticed = [int(r[0]) for r in rows]
             queues.update(r[1] for r in rows)

@@ -75,6 +75,15 @@ SELECT_JOB_BY_KEY = (
     "SELECT " + JOB_COLUMNS + " FROM {s}.jobs WHERE queue = %(queue)s AND key = %(key)s"
 )
 
+# A row (NULL, -1, ...) saying that the queue has ready jobs with a fair key, which the
+# claims below leave to the fair claim (store/postgres/fairness.py).
+_FAIR_WAITING = """
+SELECT NULL, -1::bigint, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+WHERE EXISTS (SELECT 1 FROM {s}.jobs
+              WHERE state = 'queued' AND fair_key IS NOT NULL AND queue = %(queue)s
+                AND run_at <= {s}.epoch(%(at)s) AND task = ANY(%(tasks)s::text[]))
+"""
+
 # A row (NULL, ...) saying that the queue has ready jobs with a limit, which the claims below
 # leave to the limited claim (store/postgres/limits.py): it must lock their keys first.
 _LIMITED_WAITING = """
@@ -92,7 +101,7 @@ CLAIM = (
 WITH picked AS (
     SELECT id FROM {s}.jobs
     WHERE state = 'queued' AND queue = %(queue)s AND run_at <= {s}.epoch(%(at)s)
-      AND task = ANY(%(tasks)s::text[]) AND limit_key IS NULL
+      AND task = ANY(%(tasks)s::text[]) AND limit_key IS NULL AND fair_key IS NULL
       AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = %(queue)s AND paused)
     ORDER BY priority, run_at, id
     LIMIT %(limit)s
@@ -113,6 +122,8 @@ SELECT true, id, queue, task, payload, attempts, max_attempts, lease_token, shut
        priority, run_at, batch_id FROM claimed
 UNION ALL"""
     + _LIMITED_WAITING
+    + "UNION ALL"
+    + _FAIR_WAITING
 )
 
 # Grouped finishes: one statement for a whole batch, each row still conditional on its token.
@@ -132,22 +143,29 @@ SET state = CASE WHEN o.kind = 'succeeded' THEN 'succeeded'
 FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(kinds)s::text[], %(results)s::text[],
             %(errors)s::text[], %(delays)s::float8[]) AS o(id, token, kind, result, error, delay)
 WHERE j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
+  AND __PARENTS__
 RETURNING j.id
 """
 
-FINISH_MANY = _FINISHED
+# Jobs with children (has_children) are left to FINISH_PARENTS, which runs in a transaction
+# with the children's settle (store/postgres/dependencies.py).
+FINISH_MANY = _FINISHED.replace("__PARENTS__", "NOT j.has_children")
+
+FINISH_PARENTS = _FINISHED.replace("__PARENTS__", "j.has_children").replace(
+    "RETURNING j.id", "RETURNING j.id, j.state"
+)
 
 # The worker's hot path in one statement (one round trip, one commit): record the outcomes
 # and claim the next jobs of one queue. Data-modifying CTEs share one snapshot, so the claim
 # cannot see a job this same statement just sent back to the queue.
 FINISH_AND_CLAIM = (
     "WITH fin AS ("
-    + _FINISHED
+    + FINISH_MANY
     + """),
 picked AS (
     SELECT id FROM {s}.jobs
     WHERE state = 'queued' AND queue = %(queue)s AND run_at <= {s}.epoch(%(at)s)
-      AND task = ANY(%(tasks)s::text[]) AND limit_key IS NULL
+      AND task = ANY(%(tasks)s::text[]) AND limit_key IS NULL AND fair_key IS NULL
       AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = %(queue)s AND paused)
     ORDER BY priority, run_at, id
     LIMIT %(limit)s
@@ -166,6 +184,8 @@ UNION ALL
 SELECT false, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM fin
 UNION ALL"""
     + _LIMITED_WAITING
+    + "UNION ALL"
+    + _FAIR_WAITING
 )
 
 EXTEND_LEASES = """
@@ -236,7 +256,7 @@ PURGE = "DELETE FROM {s}.jobs WHERE queue = %(queue)s AND state = ANY(%(states)s
 CANCEL = """
 UPDATE {s}.jobs
 SET state = 'cancelled', finished_at = {s}.epoch(%(at)s), lease_token = NULL, lease_expires_at = NULL
-WHERE id = %(id)s AND state IN ('queued', 'running')
+WHERE id = %(id)s AND state IN ('queued', 'running', 'waiting')
 """
 
 LIST_JOBS = (
@@ -248,6 +268,8 @@ WHERE (%(state)s::text IS NULL OR state = %(state)s::text)
        OR (CASE WHEN run_at > {s}.epoch(%(at)s) THEN 0 ELSE 1 END) = %(ready)s::int)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND (%(tag)s::text IS NULL
+       OR id IN (SELECT job_id FROM {s}.job_tags WHERE tag = %(tag)s::text))
 ORDER BY id DESC
 LIMIT %(limit)s
 """
@@ -263,6 +285,8 @@ UNION ALL
 SELECT queue, state, 0, 0, count(*) FROM {s}.jobs WHERE finished_at IS NOT NULL GROUP BY state, queue
 UNION ALL
 SELECT queue, 'parked', 0, 0, count(*) FROM {s}.jobs WHERE state = 'parked' GROUP BY queue
+UNION ALL
+SELECT queue, 'waiting', 0, 0, count(*) FROM {s}.jobs WHERE state = 'waiting' GROUP BY queue
 """
 
 OLDEST_READY = """

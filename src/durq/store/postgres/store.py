@@ -5,7 +5,7 @@ send ``NOTIFY`` so idle workers wake at once; one process at a time leads (runs 
 by holding an advisory lock on a dedicated session.
 
 The class holds the plumbing (the pool, transactions, the clock offset); its transitions
-come from one mixin per concern: jobs.py (enqueue, claim/finish, leases, reaper), admin.py,
+come from one mixin per concern: jobs.py (enqueue, claim/finish, leases, reaper), admin.py, workflows.py,
 workers.py (with wake-ups and leadership), pausing.py, batching.py, stepping.py,
 scheduling.py, parking.py, limiting.py, blobbing.py and hooking.py. Each feature's SQL is in
 its own module beside them.
@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 
+from durq.codecs import Codec
 from durq.errors import StoreError
 from durq.model.limits import lock_id
 from durq.store.base import Shortcuts
@@ -42,6 +43,8 @@ from durq.store.postgres.connection import (
     translate,
 )
 from durq.store.postgres.dashboard import PostgresDashboard
+from durq.store.postgres.dependencies import Dependencies
+from durq.store.postgres.fairness import FairnessMixin
 from durq.store.postgres.hooking import HookingMixin
 from durq.store.postgres.jobs import JobsMixin
 from durq.store.postgres.limiting import LimitingMixin
@@ -50,6 +53,7 @@ from durq.store.postgres.pausing import PausingMixin
 from durq.store.postgres.scheduling import SchedulingMixin
 from durq.store.postgres.stepping import SteppingMixin
 from durq.store.postgres.workers import WorkersMixin
+from durq.store.postgres.workflows import WorkflowsMixin
 
 
 class PostgresStore(
@@ -65,6 +69,8 @@ class PostgresStore(
     BlobbingMixin,
     HookingMixin,
     PostgresDashboard,
+    WorkflowsMixin,
+    FairnessMixin,
     Shortcuts,
 ):
     """The durq store on PostgreSQL.
@@ -83,6 +89,7 @@ class PostgresStore(
         SchemaTooNew: the schema was migrated by a newer durq.
     """
 
+    codec: Codec | None = None
     supports_notify = True
 
     def __init__(
@@ -96,6 +103,9 @@ class PostgresStore(
         }
         self.channel = f"{NOTIFY_CHANNEL}_{self.options.schema}"
         self._batches = Batches(self.options.schema, self.channel)
+        self._deps = Dependencies(
+            self.options.schema, self.channel, self._batches, lambda: self.codec
+        )
         self._pool = open_pool(self.options)
         self._offset = 0.0
         self._changed = threading.Event()

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from durq.model import JobRecord
 from durq.store.sqlite import batches as sb
+from durq.store.sqlite import dependencies as deps
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.base import SqliteBase
 
@@ -19,7 +20,13 @@ class AdminMixin(SqliteBase):
         return JobRecord(*rows[0]) if rows else None
 
     def list_jobs(
-        self, *, state: str | None, queue: str | None, task: str | None, limit: int
+        self,
+        *,
+        state: str | None,
+        queue: str | None,
+        task: str | None,
+        limit: int,
+        tag: str | None = None,
     ) -> list[JobRecord]:
         ready: int | None = None
         if state == "scheduled":
@@ -32,6 +39,7 @@ class AdminMixin(SqliteBase):
             "now": self.now(),
             "queue": queue,
             "task": task,
+            "tag": tag,
             "limit": limit,
         }
         return [JobRecord(*r) for r in self._read(q.LIST_JOBS, params)]
@@ -60,6 +68,7 @@ class AdminMixin(SqliteBase):
             cur = conn.execute(q.CANCEL, {"id": job_id, "now": now})
             if cur.rowcount == 1:
                 sb.close_for_jobs(conn, [job_id], now)
+                deps.settle(conn, [job_id], now, self.codec)
         return cur.rowcount == 1
 
     def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool:

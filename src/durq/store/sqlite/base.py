@@ -8,6 +8,7 @@ if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Callable, Sequence
 
+    from durq.codecs import Codec
     from durq.model import Claimed, Inserted, NewJob, Outcome
     from durq.store.sqlite.connection import SqliteOptions
     from durq.store.sqlite.gate import WriteGate
@@ -24,6 +25,7 @@ class SqliteBase:
 
     if TYPE_CHECKING:
         path: str
+        codec: Codec | None
         options: SqliteOptions
         _clock: Callable[[], float]
         _data_version: int | None
@@ -65,6 +67,21 @@ class SqliteBase:
 
         def _claim_limited(
             self, conn: sqlite3.Connection, params: dict[str, Any], limit: int
+        ) -> list[Claimed]: ...
+
+        # workflows.py
+        @staticmethod
+        def _unique_holder(
+            conn: sqlite3.Connection, job: NewJob, now: float
+        ) -> Inserted | None: ...
+
+        def _set_workflow(
+            self, conn: sqlite3.Connection, jobs: Sequence[NewJob], out: Sequence[Inserted]
+        ) -> None: ...
+
+        # fairness.py
+        def _claim_fair(
+            self, conn: sqlite3.Connection, params: dict[str, Any], limit: int, rounds: int = 1
         ) -> list[Claimed]: ...
 
         # hooking.py

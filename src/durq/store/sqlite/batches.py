@@ -53,6 +53,7 @@ CANCEL_MEMBERS = f"""
 UPDATE jobs
 SET state = 'cancelled', finished_at = :now, lease_token = NULL, lease_expires_at = NULL
 WHERE batch_id = :id AND state NOT IN {TERMINAL_SQL}
+RETURNING id
 """
 
 SEAL_BATCH = """
@@ -150,13 +151,22 @@ def add_members(conn: sqlite3.Connection, batch_id: int, job_ids: Sequence[int])
     conn.execute(GROW_BATCH, {"id": batch_id, "n": len(job_ids)})
 
 
-def seal(conn: sqlite3.Connection, batch_id: int, aborted: str | None, now: float) -> bool:
-    """building → open (cancelling unfinished members first when ``aborted``), then close
-    it at once if every member is already terminal. False when it was not building."""
+def seal(
+    conn: sqlite3.Connection,
+    batch_id: int,
+    aborted: str | None,
+    now: float,
+    cancelled: list[int] | None = None,
+) -> bool:
+    """building → open (cancelling unfinished members first when ``aborted``; their ids go
+    to ``cancelled``, for their dependents), then close it at once if every member is
+    already terminal. False when it was not building."""
     if conn.execute(BATCH_STATE, {"id": batch_id}).fetchone() != (BUILDING,):
         return False
     if aborted is not None:
-        conn.execute(CANCEL_MEMBERS, {"id": batch_id, "now": now})
+        rows = conn.execute(CANCEL_MEMBERS, {"id": batch_id, "now": now}).fetchall()
+        if cancelled is not None:
+            cancelled.extend(r[0] for r in rows)
     conn.execute(SEAL_BATCH, {"id": batch_id, "now": now, "aborted": aborted})
     close_batches(conn, [batch_id], now)
     return True

@@ -11,6 +11,7 @@ from durq.errors import ConfigError
 from durq.model import Inserted, NewJob, Outcome
 from durq.model.batches import BatchRecord, NewBatch
 from durq.store.sqlite import batches as sb
+from durq.store.sqlite import dependencies as deps
 from durq.store.sqlite.base import SqliteBase
 from durq.store.sqlite.connection import translate
 
@@ -65,7 +66,11 @@ class BatchingMixin(SqliteBase):
     def seal_batch(self, batch_id: int, aborted: str | None = None) -> bool:
         conn = self._conn()
         with self._write():
-            return sb.seal(conn, batch_id, aborted, self.now())
+            now = self.now()
+            cancelled: list[int] = []
+            done = sb.seal(conn, batch_id, aborted, now, cancelled)
+            deps.settle(conn, cancelled, now, self.codec)  # their dependents, same transaction
+            return done
 
     def get_batch(self, batch_id: int) -> BatchRecord | None:
         conn = self._conn()

@@ -52,7 +52,7 @@ EXPIRE_PAST_DEADLINE = (
     + """WHERE id IN (
         SELECT id FROM jobs
         WHERE deadline IS NOT NULL AND finished_at IS NULL AND deadline <= :now
-          AND state IN ('queued', 'running', 'parked')
+          AND state IN ('queued', 'running', 'parked', 'waiting')
         ORDER BY deadline LIMIT :limit)
 RETURNING id, coalesce(hook_queue, queue), task, priority
 """
@@ -87,7 +87,7 @@ RETURNING id, coalesce(hook_queue, queue), task, priority
 ANY_DUE = """
 SELECT EXISTS (SELECT 1 FROM jobs
                WHERE deadline IS NOT NULL AND finished_at IS NULL AND deadline <= :now
-                 AND state IN ('queued', 'running', 'parked'))
+                 AND state IN ('queued', 'running', 'parked', 'waiting'))
     OR EXISTS (SELECT 1 FROM jobs
                WHERE state = 'parked' AND park_expires_at IS NOT NULL
                  AND park_expires_at <= :now)

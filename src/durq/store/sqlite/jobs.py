@@ -11,6 +11,7 @@ from durq.errors import ConfigError
 from durq.failpoints import hit
 from durq.model import Claimed, Inserted, NewJob, Outcome, ReapSummary
 from durq.store.sqlite import batches as sb
+from durq.store.sqlite import dependencies as deps
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.base import SqliteBase
 from durq.store.sqlite.connection import translate
@@ -43,6 +44,7 @@ class JobsMixin(SqliteBase):
             and not jobs[0].has_extras
             and jobs[0].limit is None
             and not jobs[0].has_hooks
+            and not jobs[0].has_workflow
         ):
             # One row, one statement, in a write transaction of its own: BEGIN IMMEDIATE
             # through the fair writer (an ordinary writer steps aside for heartbeats).
@@ -74,6 +76,25 @@ class JobsMixin(SqliteBase):
         plain: list[tuple[Any, ...]] = []
         for job in jobs:
             run_at = now + job.delay if job.run_at is None else job.run_at
+            if job.unique_key is not None:
+                if plain:
+                    conn.executemany(q.INSERT_JOB, plain)
+                    plain = []
+                holder = self._unique_holder(conn, job, now)
+                if holder is not None:
+                    out.append(holder)
+                    continue
+                if job.key is None:
+                    row = {
+                        "queue": job.queue, "task": job.task, "payload": job.payload,
+                        "priority": job.priority, "run_at": run_at,
+                        "max_attempts": job.max_attempts, "key": None, "created_at": now,
+                        "meta": job.meta,
+                    }  # fmt: skip
+                    new_id = conn.execute(q.INSERT_ONE, row).fetchone()[0]
+                    out.append(Inserted(new_id, True, run_at, now))
+                    next_id = max(next_id, new_id)
+                    continue
             if job.key is None and not explicit_ids:
                 row = {
                     "queue": job.queue, "task": job.task, "payload": job.payload,
@@ -113,6 +134,7 @@ class JobsMixin(SqliteBase):
             insert_rows(conn, plain)
         self._set_limits(conn, jobs, out)
         self._set_hooks(conn, jobs, out)
+        self._set_workflow(conn, jobs, out)
         return out
 
     # -- running jobs ---------------------------------------------------------------------
@@ -141,6 +163,8 @@ class JobsMixin(SqliteBase):
                 applied.append(self._finish_one(conn, o, now))
             if outcomes:
                 self._close_batches_of(outcomes, applied, now)
+                finished = [o.job_id for o, done in zip(outcomes, applied, strict=True) if done]
+                deps.settle(conn, finished, now, self.codec)  # children of the jobs that just ended
                 self._fail_hooks_of(conn, outcomes, applied, now)
                 hit("finish_tx")
             if limit > 0 and queues:
@@ -154,6 +178,9 @@ class JobsMixin(SqliteBase):
                     params["queue"] = queue
                     room = min(limit - len(claimed) - len(capped), limited - len(capped))
                     capped.extend(self._claim_limited(conn, params, room))
+                    claimed.extend(
+                        self._claim_fair(conn, params, limit - len(claimed) - len(capped))
+                    )
                     if len(claimed) + len(capped) >= limit:
                         break
                     params["limit"] = limit - len(claimed) - len(capped)
@@ -162,6 +189,9 @@ class JobsMixin(SqliteBase):
                     claimed.extend(
                         Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10]) for r in rows
                     )
+                    left = limit - len(claimed) - len(capped)
+                    if left > 0:  # slots left: more rounds over the fair keys
+                        claimed.extend(self._claim_fair(conn, params, left, rounds=limit))
                     if len(claimed) + len(capped) >= limit:
                         break
         return applied, capped + claimed
@@ -248,6 +278,7 @@ class JobsMixin(SqliteBase):
             row = conn.execute(q.RELEASE, params).fetchone()
             if row is not None and row[0] == "failed":
                 sb.close_for_jobs(conn, [job_id], params["now"])
+                deps.settle(conn, [job_id], params["now"], self.codec)
                 self._fail_hooks(conn, [job_id], params["now"], flagged=not on_fail)
         return (row[0], row[1]) if row else None
 
@@ -258,6 +289,7 @@ class JobsMixin(SqliteBase):
             rows = conn.execute(q.REAP, {"now": now}).fetchall()
             sb.close_for_jobs(conn, [r[0] for r in rows if r[1] == "failed"], now)
             failed = [r[0] for r in rows if r[1] == "failed"]
+            deps.settle(conn, failed, now, self.codec)
             self._fail_hooks(conn, failed, now, flagged=True, tasks=fail_tasks)
             summary = ReapSummary(
                 at=now,

@@ -11,6 +11,7 @@ from typing import Any
 from durq.model import HOOK_TASK_PREFIX, Inserted, NewJob, SweepSummary
 from durq.store.sqlite import batches as sb
 from durq.store.sqlite import deadlines as dl
+from durq.store.sqlite import dependencies as deps
 from durq.store.sqlite.base import SqliteBase
 
 
@@ -50,6 +51,7 @@ class ParkingMixin(SqliteBase):
             if conn.execute(dl.CANCEL_PARKED, {"id": job_id, "now": now}).rowcount != 1:
                 return False
             sb.close_for_jobs(conn, [job_id], now)
+            deps.settle(conn, [job_id], now, self.codec)
         return True
 
     def sweep(self, hook_max_attempts: int, limit: int = 500) -> SweepSummary:
@@ -68,6 +70,7 @@ class ParkingMixin(SqliteBase):
                 self._insert_hooks(conn, rows, "expire", now, hook_max_attempts)
                 expired.extend(r[0] for r in rows)
             sb.close_for_jobs(conn, expired, now)  # same transaction
+            deps.settle(conn, expired, now, self.codec)
             rows = conn.execute(dl.NOTICE_SLOW, params).fetchall()
             self._insert_hooks(conn, rows, "slow", now, hook_max_attempts)
             noticed = [r[0] for r in rows]

@@ -85,7 +85,7 @@ WHERE id IN (
         SELECT id FROM jobs
         WHERE state = 'queued' AND queue = :queue AND run_at <= :now
           AND task IN (SELECT value FROM json_each(:tasks))
-          AND limit_key IS NULL
+          AND limit_key IS NULL AND fair_key IS NULL
         ORDER BY priority, run_at, id
         LIMIT :limit)
   AND NOT EXISTS (SELECT 1 FROM queues WHERE name = :queue AND paused = 1)
@@ -201,7 +201,7 @@ DELETE FROM jobs WHERE queue = :queue AND state IN (SELECT value FROM json_each(
 CANCEL = """
 UPDATE jobs
 SET state = 'cancelled', finished_at = :now, lease_token = NULL, lease_expires_at = NULL
-WHERE id = :id AND state IN ('queued', 'running')
+WHERE id = :id AND state IN ('queued', 'running', 'waiting')
 """
 
 LIST_JOBS = f"""
@@ -210,6 +210,7 @@ WHERE (:state IS NULL OR state = :state)
   AND (:ready IS NULL OR (CASE WHEN run_at > :now THEN 0 ELSE 1 END) = :ready)
   AND (:queue IS NULL OR queue = :queue)
   AND (:task IS NULL OR task = :task)
+  AND (:tag IS NULL OR id IN (SELECT job_id FROM job_tags WHERE tag = :tag))
 ORDER BY id DESC
 LIMIT :limit
 """
@@ -226,6 +227,8 @@ SELECT queue, state, 0, 0, count(*) FROM jobs INDEXED BY jobs_finished
 WHERE finished_at IS NOT NULL GROUP BY state, queue
 UNION ALL
 SELECT queue, 'parked', 0, 0, count(*) FROM jobs WHERE state = 'parked' GROUP BY queue
+UNION ALL
+SELECT queue, 'waiting', 0, 0, count(*) FROM jobs WHERE state = 'waiting' GROUP BY queue
 """
 
 OLDEST_READY = """

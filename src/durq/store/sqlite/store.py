@@ -3,7 +3,8 @@
 The class holds the plumbing (connections, write transactions, the file checks); its
 transitions come from one mixin per concern: jobs.py (enqueue, claim/finish, leases, reaper),
 admin.py, workers.py, pausing.py, batching.py, stepping.py, scheduling.py, parking.py,
-limiting.py, blobbing.py and hooking.py. Each feature's SQL is in its own module beside them.
+limiting.py, blobbing.py, hooking.py and
+workflows.py (dependencies, tags, uniqueness, fair keys). Each feature's SQL is in its own module beside them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from durq.codecs import Codec
 from durq.errors import StoreError
 from durq.store.base import Shortcuts
 from durq.store.sqlite.admin import AdminMixin
@@ -31,6 +33,7 @@ from durq.store.sqlite.connection import (
     write_transaction,
 )
 from durq.store.sqlite.dashboard import SqliteDashboard
+from durq.store.sqlite.fairness import FairnessMixin
 from durq.store.sqlite.gate import gate_for
 from durq.store.sqlite.hooking import HookingMixin
 from durq.store.sqlite.jobs import JobsMixin
@@ -40,6 +43,7 @@ from durq.store.sqlite.pausing import PausingMixin
 from durq.store.sqlite.scheduling import SchedulingMixin
 from durq.store.sqlite.stepping import SteppingMixin
 from durq.store.sqlite.workers import WorkersMixin
+from durq.store.sqlite.workflows import WorkflowsMixin
 
 
 class SqliteStore(
@@ -55,6 +59,8 @@ class SqliteStore(
     BlobbingMixin,
     HookingMixin,
     SqliteDashboard,
+    WorkflowsMixin,
+    FairnessMixin,
     Shortcuts,
 ):
     """The durq store on one SQLite file.
@@ -75,6 +81,7 @@ class SqliteStore(
         SchemaTooNew: the database was written by a newer durq.
     """
 
+    codec: Codec | None = None
     supports_notify = False
 
     def __init__(

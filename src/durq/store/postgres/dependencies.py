@@ -1,0 +1,312 @@
+"""Jobs that depend on jobs, on PostgreSQL: the edges' SQL and the steps run inside the
+caller's transaction (docs/features/dependencies.md).
+
+Two rules make a finish and a new child, or two parents finishing at once, unable to miss
+each other under READ COMMITTED:
+
+- an enqueue naming a parent sets ``has_children`` on it with an ``UPDATE`` (row locks in id
+  order) that returns its state: it waits for a finish in flight and then sees its result,
+  and a finish that comes later waits for the enqueue and then sees the edge;
+- :meth:`Dependencies.settle` locks the waiting children (``FOR UPDATE``, id order) before
+  it reads their other parents in a later statement, so of two parents finishing together
+  the second to lock the child sees the first one's commit.
+
+The worker's hot finish statement leaves jobs with ``has_children`` alone; the store
+finishes them in a transaction that also settles their children.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+
+from durq.codecs import Codec, decode_with, encode_with
+from durq.errors import ConfigError, ParentNotFound
+from durq.model import Edge, Inserted, NewJob, ParentResult
+from durq.model.batches import TERMINAL, TERMINAL_SQL
+from durq.model.dependencies import CANCEL, PARENT_FAILED_KIND
+from durq.store.postgres.batches import Batches
+from durq.store.postgres.connection import render
+
+MARK_PARENTS = """
+UPDATE {s}.jobs AS j SET has_children = true
+FROM (SELECT id FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id FOR UPDATE) AS l
+WHERE j.id = l.id
+RETURNING j.id
+"""
+
+INSERT_EDGES = """
+INSERT INTO {s}.job_deps (child_id, parent_id, on_failure, pass_as, pass_list)
+SELECT * FROM unnest(%(children)s::bigint[], %(parents)s::bigint[], %(modes)s::text[],
+                     %(names)s::text[], %(lists)s::boolean[])
+ON CONFLICT DO NOTHING
+"""
+
+# A new child against every parent: the rows that keep it waiting or cancel it.
+NEW_CHILD_PARENTS = (
+    """
+SELECT d.child_id, d.parent_id, d.on_failure, p.state, p.task
+FROM {s}.job_deps d JOIN {s}.jobs p ON p.id = d.parent_id
+WHERE d.child_id = ANY(%(ids)s::bigint[])
+  AND (p.state NOT IN """
+    + TERMINAL_SQL
+    + " OR (d.on_failure = 'cancel' AND p.state <> 'succeeded'))\nORDER BY d.child_id, d.parent_id"
+)
+
+SET_WAITING = """
+UPDATE {s}.jobs SET state = 'waiting' WHERE id = ANY(%(ids)s::bigint[]) AND state = 'queued'
+"""
+
+FRONTIER = (
+    """
+SELECT d.child_id, d.parent_id, d.on_failure, p.state, p.task
+FROM {s}.job_deps d JOIN {s}.jobs c ON c.id = d.child_id JOIN {s}.jobs p ON p.id = d.parent_id
+WHERE d.parent_id = ANY(%(ids)s::bigint[]) AND c.state = 'waiting' AND p.state IN """
+    + TERMINAL_SQL
+    + "\nORDER BY d.child_id, d.parent_id"
+)
+
+LOCK_CHILDREN = """
+SELECT id FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) AND state = 'waiting'
+ORDER BY id FOR UPDATE
+"""
+
+# What keeps the child from running: an unfinished parent, or a 'cancel' parent that ended
+# other than succeeded (one cancelled in this same settle). Parents mostly finish in id
+# order: the scan starts at the highest parent id.
+BLOCKING_PARENT = (
+    """
+SELECT p.id, p.task, p.state FROM {s}.job_deps d JOIN {s}.jobs p ON p.id = d.parent_id
+WHERE d.child_id = %(id)s
+  AND (p.state NOT IN """
+    + TERMINAL_SQL
+    + """ OR (d.on_failure = 'cancel' AND p.state <> 'succeeded'))
+ORDER BY d.parent_id DESC LIMIT 1"""
+)
+
+PROMOTE = """
+WITH up AS (
+    UPDATE {s}.jobs SET state = 'queued', run_at = greatest(run_at, {s}.epoch(%(at)s))
+    WHERE id = ANY(%(ids)s::bigint[]) AND state = 'waiting'
+    RETURNING queue)
+SELECT pg_notify(%(channel)s, q) FROM (SELECT DISTINCT queue AS q FROM up) AS u
+"""
+
+CANCEL_CHILD = """
+UPDATE {s}.jobs
+SET state = 'cancelled', finished_at = {s}.epoch(%(at)s), lease_token = NULL,
+    lease_expires_at = NULL, errors = {s}.append_error(errors, json_build_object(
+        'attempt', 0, 'at', {s}.epoch(%(at)s), 'type', 'ParentFailed',
+        'message', %(message)s::text, 'traceback', '', 'kind', %(kind)s::text)::text)
+WHERE id = %(id)s AND state IN ('waiting', 'queued')
+"""
+
+PASSED_RESULTS = """
+SELECT d.child_id, d.pass_as, d.pass_list, p.result
+FROM {s}.job_deps d JOIN {s}.jobs p ON p.id = d.parent_id
+WHERE d.child_id = ANY(%(ids)s::bigint[]) AND d.pass_as IS NOT NULL
+ORDER BY d.child_id, d.parent_id
+"""
+
+SELECT_PAYLOAD = "SELECT payload FROM {s}.jobs WHERE id = %(id)s"
+
+SET_PAYLOAD = "UPDATE {s}.jobs SET payload = %(payload)s WHERE id = %(id)s"
+
+EDGES_OF = """
+SELECT d.parent_id, d.child_id, d.on_failure, p.state, p.task, c.state, c.task
+FROM {s}.job_deps d JOIN {s}.jobs p ON p.id = d.parent_id JOIN {s}.jobs c ON c.id = d.child_id
+WHERE d.child_id = ANY(%(ids)s::bigint[]) OR d.parent_id = ANY(%(ids)s::bigint[])
+ORDER BY d.child_id, d.parent_id
+"""
+
+PARENT_RESULTS = """
+SELECT p.id, p.task, p.state, p.result
+FROM {s}.job_deps d JOIN {s}.jobs p ON p.id = d.parent_id
+WHERE d.child_id = %(id)s ORDER BY p.id
+"""
+
+STUCK_WAITING = (
+    """
+SELECT c.id FROM {s}.jobs c WHERE c.state = 'waiting'
+  AND NOT EXISTS (SELECT 1 FROM {s}.job_deps d JOIN {s}.jobs p ON p.id = d.parent_id
+                  WHERE d.child_id = c.id AND p.state NOT IN """
+    + TERMINAL_SQL
+    + ")"
+)
+
+
+def reason(parent_id: int, task: str, state: str) -> str:
+    """The message of a child cancelled because of its parent."""
+    return f"parent job {parent_id} ({task}) ended {state}; not run (on_parent_failure='cancel')"
+
+
+class Dependencies:
+    """The dependency steps for one schema, on the caller's connection and transaction;
+    ``at`` is the store's injected clock (None: the database's)."""
+
+    def __init__(
+        self,
+        schema: str,
+        channel: str,
+        batches: Batches,
+        codec: Callable[[], Codec | None] = lambda: None,
+    ) -> None:
+        self.sql = {
+            name: render(value, schema)
+            for name, value in globals().items()
+            if name.isupper() and isinstance(value, str) and "{s}" in value
+        }
+        self.channel = channel
+        self.batches = batches
+        self.codec = codec  # the store's codec, read when results pass down a chain
+
+    def add_parents(
+        self,
+        conn: psycopg.Connection[Any],
+        jobs: Sequence[NewJob],
+        out: Sequence[Inserted],
+        at: float | None,
+    ) -> None:
+        """Store the edges of the rows just inserted and settle each new child.
+
+        Raises:
+            ParentNotFound: a parent id names no job (the transaction must roll back).
+            ConfigError: a parent index does not point to an earlier job of this insert.
+        """
+        children: list[int] = []
+        edges: list[tuple[int, int, str, str | None, bool]] = []
+        for pos, (job, ins) in enumerate(zip(jobs, out, strict=True)):
+            if not job.parents or not ins.created:
+                continue
+            for parent in job.parents:
+                if parent.index is not None:
+                    if not 0 <= parent.index < pos:
+                        raise ConfigError(
+                            f"job {pos} of this enqueue names job {parent.index} as its "
+                            "parent: a parent must come earlier in the same enqueue"
+                        )
+                    pid = out[parent.index].id
+                else:
+                    assert parent.id is not None
+                    pid = parent.id
+                edges.append((ins.id, pid, parent.on_failure, parent.pass_as, parent.pass_list))
+            children.append(ins.id)
+        if not children:
+            return
+        wanted = sorted({e[1] for e in edges})
+        rows = conn.execute(self.sql["MARK_PARENTS"], {"ids": wanted}).fetchall()
+        missing = sorted(set(wanted) - {int(r[0]) for r in rows})
+        if missing:
+            raise ParentNotFound(
+                f"parent job(s) {missing} do not exist (never enqueued, or pruned); "
+                "nothing was enqueued"
+            )
+        conn.execute(
+            self.sql["INSERT_EDGES"],
+            {
+                "children": [e[0] for e in edges],
+                "parents": [e[1] for e in edges],
+                "modes": [e[2] for e in edges],
+                "names": [e[3] for e in edges],
+                "lists": [e[4] for e in edges],
+            },
+        )
+        blocking = conn.execute(self.sql["NEW_CHILD_PARENTS"], {"ids": children}).fetchall()
+        cancelled: list[int] = []
+        waiting: set[int] = set()
+        for child, parent, on_failure, state, task in blocking:
+            if child in cancelled:
+                continue
+            if on_failure == CANCEL and state in ("failed", "cancelled", "expired"):
+                self._cancel(conn, child, (parent, task, state), at)
+                cancelled.append(child)
+                waiting.discard(child)
+            else:
+                waiting.add(child)
+        waiting -= set(cancelled)
+        if waiting:
+            conn.execute(self.sql["SET_WAITING"], {"ids": sorted(waiting)})
+        blocked = waiting | set(cancelled)
+        self._pass_results(conn, [c for c in children if c not in blocked])
+        if cancelled:
+            self.batches.close_for_jobs(conn, cancelled, at)
+            self.settle(conn, cancelled, at)
+
+    def settle(
+        self, conn: psycopg.Connection[Any], job_ids: Sequence[int], at: float | None
+    ) -> None:
+        """After ``job_ids`` became terminal (in this transaction): queue each waiting child
+        whose last unfinished parent that was, cancel each whose ``cancel`` parent ended
+        other than succeeded, and follow the cancellations down."""
+        frontier = [int(i) for i in job_ids]
+        while frontier:
+            rows = conn.execute(self.sql["FRONTIER"], {"ids": frontier}).fetchall()
+            if not rows:
+                return
+            blocker: dict[int, tuple[int, str, str]] = {}
+            for child, parent, on_failure, state, task in rows:
+                if on_failure == CANCEL and state != "succeeded" and child not in blocker:
+                    blocker[child] = (int(parent), task, state)
+            candidates = sorted({int(r[0]) for r in rows})
+            locked = conn.execute(self.sql["LOCK_CHILDREN"], {"ids": candidates}).fetchall()
+            cancelled: list[int] = []
+            ready: list[int] = []
+            for (child,) in locked:
+                if child in blocker:
+                    self._cancel(conn, child, blocker[child], at)
+                    cancelled.append(child)
+                else:
+                    row = conn.execute(self.sql["BLOCKING_PARENT"], {"id": child}).fetchone()
+                    if row is None:
+                        ready.append(child)
+                    elif row[2] in TERMINAL:  # a 'cancel' parent that did not succeed
+                        self._cancel(conn, child, (int(row[0]), row[1], row[2]), at)
+                        cancelled.append(child)
+            if ready:
+                self._pass_results(conn, ready)
+                conn.execute(
+                    self.sql["PROMOTE"], {"ids": ready, "at": at, "channel": self.channel}
+                ).fetchall()
+            if cancelled:
+                self.batches.close_for_jobs(conn, cancelled, at)
+            frontier = cancelled
+
+    def _cancel(
+        self, conn: psycopg.Connection[Any], child: int, why: tuple[int, str, str], at: float | None
+    ) -> None:
+        params = {"id": child, "at": at, "message": reason(*why), "kind": PARENT_FAILED_KIND}
+        conn.execute(self.sql["CANCEL_CHILD"], params)
+
+    def _pass_results(self, conn: psycopg.Connection[Any], ready: list[int]) -> None:
+        if not ready:
+            return
+        rows = conn.execute(self.sql["PASSED_RESULTS"], {"ids": ready}).fetchall()
+        by_child: dict[int, dict[str, Any]] = {}
+        for child, name, as_list, result in rows:
+            value = None if result is None else json.loads(decode_with(self.codec(), result))
+            args = by_child.setdefault(int(child), {})
+            if as_list:
+                args.setdefault(name, []).append(value)
+            else:
+                args[name] = value
+        for child, args in by_child.items():
+            row = conn.execute(self.sql["SELECT_PAYLOAD"], {"id": child}).fetchone()
+            assert row is not None
+            body = json.loads(decode_with(self.codec(), row[0]))
+            body.update(args)
+            stored = encode_with(self.codec(), json.dumps(body))
+            conn.execute(self.sql["SET_PAYLOAD"], {"id": child, "payload": stored})
+
+    def edges(self, conn: psycopg.Connection[Any], job_ids: Sequence[int]) -> list[Edge]:
+        rows = conn.execute(self.sql["EDGES_OF"], {"ids": list(job_ids)}).fetchall()
+        return [Edge(int(r[0]), int(r[1]), r[2], r[3], r[4], r[5], r[6]) for r in rows]
+
+    def parent_results(self, conn: psycopg.Connection[Any], job_id: int) -> list[ParentResult]:
+        rows = conn.execute(self.sql["PARENT_RESULTS"], {"id": job_id}).fetchall()
+        return [ParentResult(int(r[0]), r[1], r[2], r[3]) for r in rows]
+
+    def stuck_waiting(self, conn: psycopg.Connection[Any]) -> list[int]:
+        return [int(r[0]) for r in conn.execute(self.sql["STUCK_WAITING"]).fetchall()]
