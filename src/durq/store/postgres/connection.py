@@ -118,9 +118,17 @@ def open_pool(opts: PostgresOptions) -> ConnectionPool:
     Connections are in autocommit mode: a single statement is its own transaction (one round
     trip); several that must commit together run inside ``conn.transaction()``.
 
+    One plain connection is made first: when the server cannot be reached, that fails with
+    libpq's own reason (``Connection refused``) in one line, at once, instead of the pool
+    retrying for 10 s and logging a warning per try before durq's line.
+
     Raises:
         StoreUnavailable: the server cannot be reached (the message names the masked URL).
     """
+    try:
+        psycopg.connect(opts.conninfo, autocommit=True).close()
+    except psycopg.Error as exc:
+        raise translate(exc, opts) from None
     idle = _IdleCheck()
     pool = ConnectionPool(
         opts.conninfo,
