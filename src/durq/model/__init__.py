@@ -25,6 +25,7 @@ from durq.model.jobs import (
 )
 from durq.model.limits import JobLimit, LimitUsage
 from durq.model.pauses import QueuePause
+from durq.model.schedules import ScheduleDefinition, ScheduleRecord
 from durq.model.status import StatusData, WorkerInfo
 from durq.model.steps import StepRecord
 
@@ -52,6 +53,8 @@ __all__ = [
     "QueuePause",
     "ReapSummary",
     "RefResult",
+    "ScheduleDefinition",
+    "ScheduleRecord",
     "StatusData",
     "StepRecord",
     "SweepSummary",

@@ -203,7 +203,7 @@ class Reaper(Service):
 
     def reap_once(self) -> None:
         store = self.worker.app.store
-        if not store.lead("maintenance", stale_after=max(3 * self.worker.reap_interval, 1.0)):
+        if not store.lead("reaper", stale_after=max(3 * self.worker.reap_interval, 1.0)):
             return
         summary = store.reap(fail_tasks(self.worker.app))
         if summary.recovered or summary.failed:

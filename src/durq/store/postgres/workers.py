@@ -99,10 +99,11 @@ class WorkersMixin(PostgresBase):
                 self._closing.wait(pause)
                 pause = min(pause * 2, 5.0)
 
-    def lead(self, what: str = "maintenance", stale_after: float = 15.0) -> bool:
+    def lead(self, what: str, stale_after: float = 15.0) -> bool:
         """True when this process should run the leader-only services now.
 
-        One process leads: the one holding an advisory lock on a dedicated session (if that
+        One process leads each duty ``what`` (its own advisory lock; only the processes
+        that perform the duty ask): the one holding the lock on a dedicated session (if that
         connection dies, the lock goes with it and another process takes over at its next
         try). The leader stamps ``meta`` each time it is asked; a process that does not lead
         also answers True when that stamp is older than ``stale_after`` seconds, so that a

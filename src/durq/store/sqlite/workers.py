@@ -74,7 +74,7 @@ class WorkersMixin(SqliteBase):
             raise translate(exc, self.path) from exc
         return data
 
-    def lead(self, what: str = "maintenance", stale_after: float = 15.0) -> bool:
+    def lead(self, what: str, stale_after: float = 15.0) -> bool:
         """Every SQLite worker may run the reaper: it is one conditional UPDATE."""
         return True
 
