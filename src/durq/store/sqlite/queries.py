@@ -243,3 +243,14 @@ PUT_META = "INSERT OR REPLACE INTO meta (key, value) VALUES (:key, :value)"
 GET_META = "SELECT value FROM meta WHERE key = :key"
 
 DATA_VERSION = "PRAGMA data_version"
+
+# The store-wide high-water mark of store time (durq.store.sqlite.clock): only ever raised.
+RAISE_CLOCK_MARK = """
+INSERT INTO meta (key, value) VALUES ('clock_high_water', :now)
+ON CONFLICT (key) DO UPDATE SET value = max(CAST(value AS REAL), CAST(excluded.value AS REAL))
+RETURNING CAST(value AS REAL)
+"""
+READ_CLOCK_MARK = """
+SELECT max(coalesce((SELECT CAST(value AS REAL) FROM meta WHERE key = 'clock_high_water'), 0),
+           coalesce((SELECT created_at FROM jobs ORDER BY id DESC LIMIT 1), 0))
+"""

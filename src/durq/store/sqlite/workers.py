@@ -26,13 +26,16 @@ class WorkersMixin(SqliteBase):
             "lease": info.lease,
         }
         with self._write():
+            self._raise_clock_mark(conn, float(params["now"]))  # type: ignore[arg-type]
             conn.execute(q.DELETE_DEAD_WORKERS, {"now": params["now"]})
             conn.execute(q.UPSERT_WORKER, params)
 
     def touch_worker(self, worker_id: str) -> None:
         conn = self._conn()
         with self._write():
-            conn.execute(q.TOUCH_WORKER, {"id": worker_id, "now": self.now()})
+            now = self.now()
+            self._raise_clock_mark(conn, now)
+            conn.execute(q.TOUCH_WORKER, {"id": worker_id, "now": now})
 
     def unregister_worker(self, worker_id: str) -> None:
         conn = self._conn()
