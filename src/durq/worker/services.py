@@ -179,7 +179,7 @@ class Heartbeat(Service):
                 task=attempt.job.task,
                 attempt=attempt.job.attempt,
             )
-        w.app.store.touch_worker(w.id)
+        w.app.store.touch_worker(w.id, w.inflight.wedged(time.monotonic()))
 
 
 class Reaper(Service):

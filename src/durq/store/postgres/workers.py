@@ -27,9 +27,10 @@ class WorkersMixin(PostgresBase):
             conn.execute(self._sql["DELETE_DEAD_WORKERS"], {"at": params["at"]})
             conn.execute(self._sql["UPSERT_WORKER"], params)
 
-    def touch_worker(self, worker_id: str) -> None:
+    def touch_worker(self, worker_id: str, wedged: int = 0) -> None:
         with self._tx(transaction=False) as conn:
-            conn.execute(self._sql["TOUCH_WORKER"], {"at": self._at(), "id": worker_id})
+            params = {"at": self._at(), "id": worker_id, "wedged": wedged}
+            conn.execute(self._sql["TOUCH_WORKER"], params)
 
     def unregister_worker(self, worker_id: str) -> None:
         with self._tx(transaction=False) as conn:
@@ -64,6 +65,7 @@ class WorkersMixin(PostgresBase):
                         r[5],
                         r[6],
                         r[7],
+                        int(r[8] or 0),
                     )
                 )
             meta = conn.execute(self._sql["GET_META"], {"key": "last_reap"}).fetchone()

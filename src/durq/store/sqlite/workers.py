@@ -30,12 +30,12 @@ class WorkersMixin(SqliteBase):
             conn.execute(q.DELETE_DEAD_WORKERS, {"now": params["now"]})
             conn.execute(q.UPSERT_WORKER, params)
 
-    def touch_worker(self, worker_id: str) -> None:
+    def touch_worker(self, worker_id: str, wedged: int = 0) -> None:
         conn = self._conn()
         with self._write():
             now = self.now()
             self._raise_clock_mark(conn, now)
-            conn.execute(q.TOUCH_WORKER, {"id": worker_id, "now": now})
+            conn.execute(q.TOUCH_WORKER, {"id": worker_id, "now": now, "wedged": wedged})
 
     def unregister_worker(self, worker_id: str) -> None:
         conn = self._conn()
@@ -67,6 +67,7 @@ class WorkersMixin(SqliteBase):
                             r[5],
                             r[6],
                             r[7],
+                            int(r[8] or 0),
                         )
                     )
                 row = conn.execute(q.GET_META, {"key": "last_reap"}).fetchone()

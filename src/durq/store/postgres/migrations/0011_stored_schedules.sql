@@ -20,3 +20,8 @@ ALTER TABLE {schema}.periodic
     ADD COLUMN code_version text,
     ADD COLUMN defined_by text,
     ADD COLUMN seen_at double precision;
+
+-- Slots of a worker held by task bodies past their timeout (a `def` task that never
+-- returns keeps its thread): written with every heartbeat, shown per worker by
+-- `durq status` so that a wedged worker is not shown as merely idle.
+ALTER TABLE {schema}.workers ADD COLUMN wedged integer NOT NULL DEFAULT 0;

@@ -18,3 +18,8 @@ ALTER TABLE periodic ADD COLUMN definition TEXT;
 ALTER TABLE periodic ADD COLUMN code_version TEXT;
 ALTER TABLE periodic ADD COLUMN defined_by TEXT;
 ALTER TABLE periodic ADD COLUMN seen_at REAL;
+
+-- Slots of a worker held by task bodies past their timeout (a `def` task that never
+-- returns keeps its thread): written with every heartbeat, shown per worker by
+-- `durq status` so that a wedged worker is not shown as merely idle.
+ALTER TABLE workers ADD COLUMN wedged INTEGER NOT NULL DEFAULT 0;
