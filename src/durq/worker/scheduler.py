@@ -192,11 +192,12 @@ def _enqueue_slot(app: Registry, p: Periodic, slot: float) -> Fired | None:
     return Fired(p.name, slot, inserted.id, inserted.created)
 
 
-def seconds_to_next(app: Registry, schedules: list[Periodic]) -> float:
-    """Seconds from now until the next slot of any of ``schedules`` (at most
-    :data:`MAX_SLEEP`)."""
+def seconds_to_next(app: Registry, schedules: list[Periodic] | None = None) -> float:
+    """Seconds from now until the next slot of any of ``schedules`` (default: the app's
+    own; at most :data:`MAX_SLEEP`)."""
     now = app.store.now()
-    soonest = min((p.next_slot(now) for p in schedules), default=now + MAX_SLEEP)
+    fired = list(app.periodics.values()) if schedules is None else schedules
+    soonest = min((p.next_slot(now) for p in fired), default=now + MAX_SLEEP)
     return max(0.01, min(MAX_SLEEP, soonest - now))
 
 
