@@ -103,6 +103,8 @@ LOOP_INTERVAL = 0.1
 #: workers): a producer takes about a second to start again, so a larger share would
 #: starve the workers of jobs.
 PRODUCER_KILL_SHARE = 0.25
+#: The tasks the soak enqueues (its queue also holds the hook jobs of expired jobs).
+SOAK_TASKS = frozenset({soak_app.WORK_TASK, soak_app.TIMEOUT_TASK, soak_app.ATIMEOUT_TASK})
 
 
 class _Soak:
@@ -249,7 +251,8 @@ class _Soak:
             )
             for r in rows:
                 found[r.id] = Seen(r.state, r.attempts, lease_lost(r.errors), at)
-        self.found.update(found)
+                if r.task in SOAK_TASKS:  # not the hook jobs of expired ones
+                    self.found.add(r.id)
         n = 0
         with self.lock:
             for job_id in set(found) - set(self.seen) - self.pending:
@@ -416,7 +419,10 @@ class _Soak:
         # it interrupts), which the contract allows; any other wrong state fails the soak
         by_kills = [
             w for w in wrong_all
-            if w[1] == "failed" and any(p in self.signalled for p in starts.get(w[0], ()))
+            if w[1] == "failed" and (
+                any(p in self.signalled for p in starts.get(w[0], ()))
+                or self.seen[w[0]].lease_lost > 0  # killed after its claim, before its body began
+            )
         ]  # fmt: skip
         wrong = [w for w in wrong_all if w not in by_kills]
         worst = 0.0  # the longest wait from a worker's signal to its job's next start
