@@ -181,17 +181,21 @@ class _Soak:
         with self.lock:
             return len(self.ledger)
 
-    def read_ledger(self) -> None:
-        """Take in the jobs the producer processes acknowledged since the last read."""
+    def read_ledger(self) -> int:
+        """Take in the jobs the producer processes acknowledged since the last read;
+        returns how many of them the soak had already seen finished."""
         entries = self.ledger_log.poll()
+        early_seen = 0
         with self.lock:
             for job_id, expect in entries:
                 self.ledger[job_id] = expect
                 early = self.seen_early.pop(job_id, None)
                 if early is not None:
                     self.seen[job_id] = early
+                    early_seen += 1
                 else:
                     self.pending.add(job_id)
+        return early_seen
 
     def kill_one(self) -> None:
         """SIGKILL or SIGTERM a random worker other than the canary, or a producer
@@ -342,11 +346,11 @@ class _Soak:
         while True:
             now = self.now()
             self.runs.poll()
-            self.read_ledger()
+            finished += self.read_ledger()
             self.check_workers()
             if producing and now >= cfg.seconds:
                 producing = False
-                self.stop_producers()
+                finished += self.stop_producers()
                 drain_until = now + cfg.drain
                 self.say(f"producer stopped after {self.enqueued()} jobs; draining")
             if producing and now >= next_kill:
@@ -379,14 +383,15 @@ class _Soak:
         self.runs.poll()
         return self.analyse(elapsed)
 
-    def stop_producers(self) -> None:
-        """Stop enqueueing (the thread, or every producer process) and read the ledger."""
+    def stop_producers(self) -> int:
+        """Stop enqueueing (the thread, or every producer process) and read the ledger
+        (returns :meth:`read_ledger`'s count)."""
         if self.producer is not None:
             self.producer.stop()
         for p in self.producers:
             p.stop()
         self.producers.clear()
-        self.read_ledger()
+        return self.read_ledger()
 
     def analyse(self, elapsed: float) -> SoakReport:
         """Settle the jobs still pending and count what ran against the ledger."""
