@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 HASH := $(shell cksum pyproject.toml | cut -d' ' -f1)
 DEV := $(VENV)/.dev-$(HASH)
+DEMO := $(VENV)/.demo-$(HASH)
 BENCH := $(VENV)/.bench-$(HASH)
 
 .PHONY: demo examples test bench lint soak powercut clean clean-demo
@@ -22,7 +23,12 @@ $(BENCH): pyproject.toml $(DEV)
 	$(PY) -m pip install --quiet -e '.[dev,postgres,examples,bench]'
 	@rm -f $(VENV)/.bench-* && touch $@
 
-demo: $(DEV)
+# durq and what the demo needs only (the `demo` extra): no test or lint tools.
+$(DEMO): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[demo]'
+	@rm -f $(VENV)/.demo-* && touch $@
+
+demo: $(DEMO)
 	$(PY) -m examples.podcast_mirror
 
 # Every example application's demo, one after the other (each says what it shows).

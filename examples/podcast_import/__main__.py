@@ -1,4 +1,4 @@
-"""``python -m examples.podcast_import``: the podcast import executor's command line.
+"""python -m examples.podcast_import: the podcast import executor's command line.
 
 work       run a worker for the three tasks (import_item, finalise_import, attempt_link)
 podcast    add (or replace) a podcast whose external feed is one of the real feeds
@@ -7,7 +7,9 @@ retry      put an import's failed items back (the batch reopens and finalises ag
 link       publish-handoff: try to link an episode to its feed <guid> (attempt 0)
 send       route one write-up-shaped JSON message by its "type"
 status     an import, its items by status and its batch, as JSON
-demo       a fake host, a back-catalogue import with faults, a retry, a hosting migration
+demo       a fake host, an 8-episode back-catalogue import with faults, then a retry of
+           the failed items (a hosting migration is `import --migration`; the demo does
+           not run one)
 """
 
 from __future__ import annotations

@@ -113,7 +113,8 @@ def watch(dq: durq.Durq, progress: Progress, total: int, stop: threading.Event) 
 
 
 def run_worker(dq: durq.Durq, concurrency: int, progress: Progress | None, total: int) -> int:
-    """Run a worker in this thread until nothing is left (or Ctrl-C); returns its exit code."""
+    """Run a worker in this thread until nothing is left (or Ctrl-C); returns its exit code,
+    130 when a signal stopped it (the shell's code for Ctrl-C)."""
     worker = dq.worker(concurrency=concurrency, lease=10, grace=5)
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     stop = threading.Event()
@@ -129,6 +130,8 @@ def run_worker(dq: durq.Durq, concurrency: int, progress: Progress | None, total
             watcher.join()
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+    if worker.stop_signal is not None:
+        return 128 + int(worker.stop_signal) if worker.stop_signal != signal.SIGINT else 130
     return code
 
 
@@ -259,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 code = run_worker(dq, args.concurrency, None, total)
             summary = summarize(jobs, host)
+            left = sum(j.state in PENDING_STATES for js in jobs.values() for j in js)
         finally:
             dq.close()
     summary.update(
@@ -268,6 +272,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(summary, indent=2))
     else:
         render(console, summary)
+    if code >= 128:
+        print(
+            f"interrupted: {total - left} of {total} episodes finished, {left} still queued in "
+            f"{data_dir / 'durq.db'}; run the demo again to continue from there",
+            file=sys.stderr,
+        )
     return code
 
 

@@ -5,6 +5,7 @@ schedules, parked jobs and deadlines, limits, hooks) live in mixins under durq/f
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import threading
@@ -96,6 +97,11 @@ class Durq(
         migrate: create or upgrade the schema when the database is first used (default).
             False opens only a database that already has this durq's schema, and writes no
             schema (``StoreError`` otherwise): for tools that must not change a database.
+        eager: for tests only: every enqueue runs the due jobs in the calling thread
+            before it returns (:func:`durq.testing.drain`, backoff skipped), so the returned
+            job is already finished. An enqueue with ``connection=`` is not run (it is not
+            committed yet). A worker refuses to start on an eager app (``ConfigError``).
+            See also ``durq.testing.eager(dq)``.
 
     The database is opened (and migrated) on first use, not at construction.
 
@@ -113,6 +119,7 @@ class Durq(
         retry_unclassified: bool = True,
         clock: Callable[[], float] = time.time,
         migrate: bool = True,
+        eager: bool = False,
     ) -> None:
         self.url = url or os.environ.get("DURQ_URL") or DEFAULT_URL
         for what, limit in (("payload_limit", payload_limit), ("result_limit", result_limit)):
@@ -120,6 +127,7 @@ class Durq(
                 not isinstance(limit, int) or isinstance(limit, bool) or limit < 1
             ):
                 raise ConfigError(f"{what} must be a number of bytes >= 1 or None, not {limit!r}")
+        self.eager = eager
         self.payload_limit = payload_limit
         self.result_limit = result_limit
         self.rules = tuple(classify)
@@ -373,6 +381,14 @@ class Durq(
             task_name, {} if payload is None else payload, opts, task=self.tasks.get(task_name)
         )
 
+    async def aenqueue(
+        self, task_name: str, payload: Mapping[str, Any] | None = None, **options: Any
+    ) -> Job:
+        """:meth:`enqueue` for asyncio callers: the store call runs in a thread, so the
+        event loop is not blocked (a batch opened with ``async with dq.abatch()`` in this
+        asyncio task still takes the job). Same options and errors as :meth:`enqueue`."""
+        return await asyncio.to_thread(self.enqueue, task_name, payload, **options)
+
     def enqueue_with(
         self,
         task_name: str,
@@ -384,7 +400,11 @@ class Durq(
         """:meth:`enqueue` with an :class:`EnqueueOptions` (used by tasks)."""
         new = self._with_payload(self._template(task_name, opts, task), payload, opts.key)
         (inserted,) = self.store.enqueue([new], connection=opts.connection)
-        return self._job_after_insert(new, inserted, events.enabled())
+        job = self._job_after_insert(new, inserted, events.enabled())
+        if self.eager and opts.connection is None:
+            self._run_eagerly()
+            job.refresh()
+        return job
 
     def enqueue_many_with(
         self,
@@ -412,7 +432,20 @@ class Durq(
             return []
         inserted = self.store.enqueue(news, connection=opts.connection)
         log = events.enabled()
-        return [self._job_after_insert(n, i, log) for n, i in zip(news, inserted, strict=True)]
+        jobs = [self._job_after_insert(n, i, log) for n, i in zip(news, inserted, strict=True)]
+        if self.eager and opts.connection is None:
+            self._run_eagerly()
+            for job in jobs:
+                job.refresh()
+        return jobs
+
+    def _run_eagerly(self) -> None:
+        """Eager mode: run what is due now, unless a drain in this thread already runs
+        (an enqueue from inside an eagerly run job is picked up by that drain)."""
+        from durq.worker.inline import drain, draining
+
+        if not draining():
+            drain(self)
 
     def _template(
         self, task_name: str, opts: EnqueueOptions, task: Task[Any, Any] | None
@@ -606,6 +639,21 @@ class Durq(
         snap = snapshot(self.store.status_data())
         snap["running"] = self.running_progress()
         return snap
+
+    def run_until_idle(
+        self, *, queues: Sequence[str] | None = None, max_jobs: int = 10_000,
+        skip_backoff: bool = True,
+    ) -> Any:  # fmt: skip
+        """For tests: run the due jobs in this thread until none is left, with the real
+        executor (retries with their backoff skipped, context, steps, batches, hooks).
+        Returns a :class:`durq.worker.inline.DrainResult`; see :func:`durq.testing.drain`.
+
+        Raises:
+            ConfigError: no registered tasks, or ``max_jobs`` < 1.
+        """
+        from durq.worker.inline import drain
+
+        return drain(self, queues=queues, max_jobs=max_jobs, skip_backoff=skip_backoff)
 
     def worker(self, **options: Any) -> Any:
         """A :class:`durq.worker.Worker` for this app; ``options`` are its arguments."""

@@ -8,6 +8,7 @@ the same transaction as that state change, once; retrying a member reopens the b
 
 from __future__ import annotations
 
+import asyncio
 import json
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from durq.errors import ConfigError
 
 if TYPE_CHECKING:
-    from durq.model.batches import BatchRecord
+    from durq.model.batches import BatchRecord, NewBatch
     from durq.registry import Registry
 
 #: The batches whose blocks are open in this context, innermost last.
@@ -71,17 +72,25 @@ class Batch:
     def __repr__(self) -> str:
         return f"<durq.Batch {self._id} on_complete={self.on_complete}>"
 
-    def __enter__(self) -> Batch:
+    def _spec(self) -> NewBatch:
         if self._id is not None:
             raise ConfigError("a Batch can be entered once; call dq.batch() for another")
         if current_batch_id(self.app) is not None:
             raise ConfigError("batches do not nest: a batch block is already open for this app")
         from durq.model.batches import NewBatch
 
-        spec = NewBatch(self.on_complete, self.queue, self.priority, self.max_attempts, self.meta)
-        self._id = self.app.store.create_batch(spec)
+        return NewBatch(self.on_complete, self.queue, self.priority, self.max_attempts, self.meta)
+
+    def __enter__(self) -> Batch:
+        self._id = self.app.store.create_batch(self._spec())
         self._token = _OPEN.set((*_OPEN.get(), self))
         return self
+
+    def _leave(self, exc: BaseException | None) -> str | None:
+        if self._token is not None:
+            _OPEN.reset(self._token)
+            self._token = None
+        return None if exc is None else f"{type(exc).__name__}: {exc}"[:2000]
 
     def __exit__(
         self,
@@ -89,11 +98,23 @@ class Batch:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._token is not None:
-            _OPEN.reset(self._token)
-            self._token = None
-        aborted = None if exc is None else f"{type(exc).__name__}: {exc}"[:2000]
-        self.app.store.seal_batch(self.id, aborted)
+        self.app.store.seal_batch(self.id, self._leave(exc))
+
+    async def __aenter__(self) -> Batch:
+        """``async with dq.abatch(...)``: the same as ``with``, with the store writes off
+        the event loop. The open batch is carried by the asyncio task's context, so
+        ``aenqueue`` calls in the block join it."""
+        self._id = await asyncio.to_thread(self.app.store.create_batch, self._spec())
+        self._token = _OPEN.set((*_OPEN.get(), self))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.app.store.seal_batch, self.id, self._leave(exc))
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,9 +219,30 @@ def _unreachable(exc: BaseException) -> _Verdict:
 
 _TypeRef = type[BaseException] | tuple[str, str]  # a class, or (module, attribute) looked up lazily
 
+#: A TypeError raised by a call that does not fit the function's signature.
+_CALL_MISMATCH = re.compile(
+    r"\(\) (takes \d+|got an unexpected keyword|got multiple values|missing \d+ required|"
+    r"takes no arguments|takes from \d+|takes exactly|argument after \*)"
+)
+
+
+def _call_mismatch(exc: BaseException) -> _Verdict:
+    if _CALL_MISMATCH.search(str(exc)):
+        return PERMANENT, "programming_error"
+    return None
+
+
 #: (exception type, judge). The FIRST entry whose type matches decides, even when its
 #: judge has no opinion (so a 418 HTTPError is not caught by the URLError entry).
 _TABLE: tuple[tuple[_TypeRef, _Judge], ...] = (
+    # Programming errors: the same code fails the same way on every attempt, so retrying
+    # them only delays the failure (and its alert). Overridable: a task's or the app's
+    # ``classify=`` rules are tried before this table, e.g.
+    # ``rule(TRANSIENT, types=ImportError)`` for a plugin installed while jobs wait.
+    (NameError, _fixed(PERMANENT, "programming_error")),  # and UnboundLocalError
+    (AttributeError, _fixed(PERMANENT, "programming_error")),
+    (ImportError, _fixed(PERMANENT, "programming_error")),  # and ModuleNotFoundError
+    (TypeError, _call_mismatch),
     (("requests", "HTTPError"), _response_status),
     (("httpx", "HTTPStatusError"), _response_status),
     (("httpx", "UnsupportedProtocol"), lambda e: None),  # a bad URL: retrying cannot help
@@ -326,7 +347,9 @@ def classify(
        match wins); then the built-in table (network errors, timeouts, DNS, TLS
        except certificate failures, urllib/requests/httpx HTTP statuses
        408/425/429/5xx transient and 400/401/403/404/410/422 permanent, SQLite
-       busy/locked).
+       busy/locked; programming errors — ``NameError``, ``AttributeError``,
+       ``ImportError`` and a ``TypeError`` from a call that does not fit the
+       function's signature — permanent, reason ``programming_error``).
     3. The first exception in walk order with a verdict decides, so the
        outermost wins: ``Permanent`` raised from a ``ConnectionResetError`` is
        permanent, a ``RuntimeError`` wrapping one is transient. For a group

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextvars
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from durq.errors import DurqError
 from durq.payload import encode, is_finite_fraction
-from durq.steps import StepStore, run_step
+from durq.steps import StepStore, run_step, run_step_async
 
 _current: contextvars.ContextVar[JobContext] = contextvars.ContextVar("durq_job_context")
 
@@ -37,6 +38,8 @@ class JobContext:
     _lost: bool = field(default=False, repr=False)
     _steps: StepStore | None = field(default=None, repr=False)
     _will_retry: Callable[[BaseException], bool] | None = field(default=None, repr=False)
+    #: (time, progress JSON) written through a :func:`direct_context`; empty otherwise.
+    progress_log: list[tuple[float, str]] = field(default_factory=list, repr=False, init=False)
 
     @property
     def lease_lost(self) -> bool:
@@ -107,6 +110,15 @@ class JobContext:
         """
         return run_step(self, self._steps, name, fn, args, kwargs)
 
+    async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`step` for ``async def`` tasks: ``await ctx.astep("fetch", fetch, url)``.
+
+        ``fn`` may be an ``async def`` (awaited on the task's loop) or a plain function
+        (run in a thread); the step's store reads and writes run in a thread, so the
+        event loop is not blocked. Same contract, results and errors as :meth:`step`.
+        """
+        return await run_step_async(self, self._steps, name, fn, args, kwargs)
+
     # -- hooks --
 
     def will_retry(self, exc: BaseException) -> bool:
@@ -131,8 +143,50 @@ class JobContext:
         return self._will_retry(exc)
 
 
+class MemorySteps:
+    """Step results kept in memory: the step store of a context made by
+    :func:`direct_context` (a task called directly, as in a test)."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, str] = {}
+
+    def step_state(self, job_id: int, token: int, name: str) -> tuple[str | None, bool]:
+        return self.results.get(name), True
+
+    def save_step(self, job_id: int, token: int, name: str, result: str) -> bool:
+        self.results.setdefault(name, result)
+        return True
+
+
+def direct_context(task: str, queue: str, max_attempts: int) -> JobContext:
+    """A context for a task function called directly (``my_task(x=1)`` in a test): job id
+    0, attempt 1, no lease to lose. Progress is kept on the context (``ctx.progress_log``),
+    steps run and are remembered in memory for this call, and ``will_retry`` answers
+    False (a direct call is one attempt; nothing retries it)."""
+    log: list[tuple[float, str]] = []
+
+    def write(_job_id: int, _token: int, body: str) -> bool:
+        log.append((time.time(), body))
+        return True
+
+    ctx = JobContext(
+        0, task, queue, 1, max_attempts, 0, write, _steps=MemorySteps(),
+        _will_retry=lambda _exc: False,
+    )  # fmt: skip
+    ctx.progress_log = log
+    return ctx
+
+
+def current() -> JobContext | None:
+    """The running job's context, or None outside a job (no error)."""
+    return _current.get(None)
+
+
 def context() -> JobContext:
     """The :class:`JobContext` of the job running in this thread or asyncio task.
+
+    A task function called directly (``my_task(x=1)``, as in a test) gets a context of
+    its own (:func:`direct_context`).
 
     Raises:
         LookupError: called outside a running durq task.

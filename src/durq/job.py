@@ -185,7 +185,9 @@ class Job:
         Raises:
             JobFailed: the job ended failed, cancelled or expired (``.error`` is the last
                 recorded error).
-            TimeoutError: still not terminal after ``timeout`` seconds.
+            TimeoutError: still not terminal after ``timeout`` seconds; the message says
+                whether a live worker watches its queue, and in which database (a relative
+                ``sqlite:///durq.db`` from another directory is another database).
             JobNotFound: the job disappeared.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -199,10 +201,74 @@ class Job:
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"job {self.id} still {self.state} after {timeout} s")
+                    raise TimeoutError(
+                        f"job {self.id} still {self.state} after {timeout} s; {self._watchers()}"
+                    )
                 interval = min(interval, left)
             time.sleep(interval)
             interval = min(interval * 1.5, 0.5)
+
+    async def await_result(self, timeout: float | None = None, poll: float = 0.05) -> Any:
+        """:meth:`wait` for asyncio callers: the reads run in a thread and the waits are
+        ``asyncio.sleep``, so the event loop is never blocked.
+
+        Args:
+            timeout: seconds to wait at most; None waits forever.
+            poll: first polling interval in seconds (it grows to 0.5 s).
+
+        Returns:
+            The task's return value (decoded JSON).
+
+        Raises:
+            JobFailed: the job ended failed, cancelled or expired.
+            TimeoutError: still not terminal after ``timeout`` seconds (the message says
+                whether a live worker watches its queue, and in which database).
+            JobNotFound: the job disappeared.
+        """
+        import asyncio
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interval = poll
+        while True:
+            await asyncio.to_thread(self.refresh)
+            if self.state in TERMINAL_STATES:
+                if self.state == JobState.SUCCEEDED:
+                    return self.result
+                raise JobFailed(self, self.last_error)
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    watchers = await asyncio.to_thread(self._watchers)
+                    raise TimeoutError(
+                        f"job {self.id} still {self.state} after {timeout} s; {watchers}"
+                    )
+                interval = min(interval, left)
+            await asyncio.sleep(interval)
+            interval = min(interval * 1.5, 0.5)
+
+    def _watchers(self) -> str:
+        """Who could run this job, for a timeout's message: the live workers that claim its
+        queue and task, and the database they were looked for in."""
+        from durq.store import describe_url
+
+        where = describe_url(self._store.url)
+        try:
+            data = self._store.status_data()
+        except Exception:  # noqa: BLE001 - only a message
+            return f"database {where}"
+        live = [
+            w
+            for w in data.workers
+            if self.queue in w.queues
+            and self.task in w.tasks
+            and data.now - w.last_seen <= 2 * w.lease
+        ]
+        if not live:
+            return (
+                f"no live worker watches queue {self.queue!r} for task {self.task!r} in "
+                f"{where} (is the worker running, on this same database?)"
+            )
+        return f"{len(live)} live worker(s) watch queue {self.queue!r} in {where}"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view of the job (used by the CLI's ``--json``)."""

@@ -128,7 +128,17 @@ def encode_payload(kwargs: dict[str, Any], limit: int | None) -> str:
         if not isinstance(key, str):
             raise PayloadError(f"payload keys must be str, not {type(key).__name__}: {key!r}")
     check_structure(kwargs)
-    return encode(kwargs, limit=limit)
+    try:
+        return encode(kwargs, limit=limit)
+    except PayloadTooLarge:
+        raise
+    except PayloadError as exc:
+        for key, value in kwargs.items():  # name the key whose value cannot be JSON
+            try:
+                encode(value, limit=None)
+            except PayloadError as inner:
+                raise type(exc)(f"payload key {key!r}: {inner}") from None
+        raise
 
 
 def encode_result(value: Any, limit: int | None) -> str:

@@ -97,3 +97,56 @@ def run_step(
         f"job {ctx.job_id} attempt {ctx.attempt}: lease lost while step {name!r} ran; "
         "its function ran but its result was not recorded"
     )
+
+
+async def run_step_async(
+    ctx: StepOwner,
+    store: StepStore | None,
+    name: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """The body of :meth:`durq.JobContext.astep`: :func:`run_step` with every store call in
+    a thread, and ``fn`` awaited when it is a coroutine function (a plain function runs in
+    a thread too), so the event loop is never blocked."""
+    import asyncio
+    import inspect
+
+    check_name(name)
+    if store is None:
+        raise DurqError("ctx.astep() needs a context made by a durq worker (it has no store)")
+    if not callable(fn):
+        raise ConfigError(f"step {name!r}: fn must be callable, not {fn!r}")
+    stored, held = await asyncio.to_thread(store.step_state, ctx.job_id, ctx.lease_token, name)
+    if stored is not None:
+        return decode(stored)
+    if not held:
+        ctx.mark_lease_lost()
+        raise LeaseLost(
+            f"job {ctx.job_id} attempt {ctx.attempt}: lease lost before step {name!r}; "
+            "it was not run"
+        )
+    if inspect.iscoroutinefunction(fn):
+        value = await fn(*args, **kwargs)
+    else:
+        value = await asyncio.to_thread(fn, *args, **kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+    try:
+        body = encode(value, what=f"step {name!r} result", limit=DEFAULT_PAYLOAD_LIMIT)
+    except PayloadError as exc:
+        raise StepResultError(
+            f"job {ctx.job_id}: {exc}; the step's function ran but its result was not "
+            "recorded (a later attempt would run it again)"
+        ) from exc
+    if await asyncio.to_thread(store.save_step, ctx.job_id, ctx.lease_token, name, body):
+        return decode(body)
+    stored, held = await asyncio.to_thread(store.step_state, ctx.job_id, ctx.lease_token, name)
+    if held and stored is not None:
+        return decode(stored)
+    ctx.mark_lease_lost()
+    raise LeaseLost(
+        f"job {ctx.job_id} attempt {ctx.attempt}: lease lost while step {name!r} ran; "
+        "its function ran but its result was not recorded"
+    )

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
 from durq.classify import Classifier, Rule
+from durq.context import JobContext, bind, current, direct_context, unbind
 from durq.retry import Backoff
 
 if TYPE_CHECKING:
@@ -143,6 +144,15 @@ class Task(Generic[P, R]):
         keys = payload.keys()
         if self._required <= keys and (self._any_kwargs or keys <= self._names):
             return None
+        missing = sorted(self._required - keys)
+        unexpected = [] if self._any_kwargs else sorted(keys - self._names)
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(map(repr, missing))}")
+        if unexpected:
+            parts.append(f"unexpected {', '.join(map(repr, unexpected))}")
+        if parts:
+            return "; ".join(parts) + f" (it takes {', '.join(sorted(self._names)) or 'nothing'})"
         try:
             self.signature.bind(**payload)
         except TypeError as exc:
@@ -150,7 +160,22 @@ class Task(Generic[P, R]):
         return None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self.fn(*args, **kwargs)
+        """Call the function directly, in this thread (as a test does).
+
+        Outside a running job, ``durq.context()`` inside it gives a context of its own
+        (:func:`durq.context.direct_context`: job id 0, attempt 1, steps remembered for
+        this call); inside a running job the job's context stays.
+        """
+        if current() is not None:
+            return self.fn(*args, **kwargs)
+        ctx = direct_context(self.name, self.queue, self.max_attempts)
+        if self.is_async:
+            return _with_context(ctx, self.fn, args, kwargs)  # type: ignore[return-value]
+        token = bind(ctx)
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            unbind(token)
 
     def options(
         self,
@@ -202,9 +227,30 @@ class Task(Generic[P, R]):
         """
         return BoundTask(self, EnqueueOptions()).enqueue_many(items, keys=keys)
 
-    async def enqueue_async(self, **kwargs: Any) -> Job:
-        """:meth:`enqueue` for asyncio callers; the store call runs in a thread."""
+    async def aenqueue(self, **kwargs: Any) -> Job:
+        """:meth:`enqueue` for asyncio callers: the store call runs in a thread (the event
+        loop is not blocked) with this task's context, so inside ``async with dq.abatch()``
+        the job joins the batch. Same errors as :meth:`enqueue`."""
         return await asyncio.to_thread(self.enqueue, **kwargs)
+
+    async def aenqueue_many(
+        self, items: Sequence[Mapping[str, Any]], *, keys: Sequence[str | None] | None = None
+    ) -> list[Job]:
+        """:meth:`enqueue_many` for asyncio callers (one transaction, in a thread)."""
+        return await asyncio.to_thread(self.enqueue_many, items, keys=keys)
+
+    #: The earlier name of :meth:`aenqueue`.
+    enqueue_async = aenqueue
+
+
+async def _with_context(
+    ctx: JobContext, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    token = bind(ctx)
+    try:
+        return await fn(*args, **kwargs)
+    finally:
+        unbind(token)
 
 
 class BoundTask:
@@ -227,5 +273,12 @@ class BoundTask:
             self.task.name, items, self.opts, keys=keys, task=self.task
         )
 
-    async def enqueue_async(self, **kwargs: Any) -> Job:
+    async def aenqueue(self, **kwargs: Any) -> Job:
         return await asyncio.to_thread(self.enqueue, **kwargs)
+
+    async def aenqueue_many(
+        self, items: Sequence[Mapping[str, Any]], *, keys: Sequence[str | None] | None = None
+    ) -> list[Job]:
+        return await asyncio.to_thread(self.enqueue_many, items, keys=keys)
+
+    enqueue_async = aenqueue

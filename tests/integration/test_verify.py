@@ -191,6 +191,9 @@ def test_analysis_tells_killed_duplicates_from_lost_leases_and_violations() -> N
     assert (result.from_killed, result.lease_expired, result.violations) == (2, 1, [4])
     (kill,) = result.kills
     assert (kill.pid, kill.at, kill.in_flight) == (100, 11.0, 1)
+    # job 2 had finished in 100 but its outcome was not committed: a duplicate that the
+    # in-flight count does not include, so the report shows it beside it (issue 16 §7)
+    assert kill.uncommitted == 1
     assert kill.recovery == pytest.approx(2.0) and result.worst_recovery == pytest.approx(2.0)
 
 
@@ -199,3 +202,22 @@ def test_analysis_reports_a_job_never_started_again() -> None:
     result = analyse(runs, [Kill(100, 2.0), Kill(999, 3.0)], {}, 0.0)
     assert [(k.in_flight, k.recovery) for k in result.kills] == [(1, None), (0, 0.0)]
     assert result.worst_recovery is None and result.run == 0
+
+
+def test_the_table_says_what_a_duplicate_is_and_shows_both_numbers() -> None:
+    """Issue 16 §7: "duplicated 8" next to "jobs in flight at kills 4" needed a reading."""
+    from rich.console import Console
+
+    from durq.proving.verify_report import Analysis, KillReport, VerifyReport, report_table
+
+    analysis = Analysis(10, 8, 8, 0, [], [KillReport(1, 1.0, 4, 0.5, 4)])
+    report = VerifyReport(
+        "sqlite:///x.db", "verify", 10, 1, 2, 4, 2.0, 1, {"succeeded": 10}, analysis, 3.0, False
+    )
+    console = Console(width=120, record=True)
+    console.print(report_table(report))
+    text = console.export_text()
+    assert "duplicated (jobs started more than once)" in text
+    assert "jobs in flight at kills (still running)" in text
+    assert "+ finished, outcome not yet committed" in text
+    assert report.to_dict()["kills"][0]["uncommitted"] == 4

@@ -39,7 +39,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("worker", ("durq.worker",)),
     ("app", ("durq.facade", "durq.app")),
-    ("tools", ("durq.cli", "durq.proving", "durq.__main__", "durq")),
+    (
+        "tools",
+        ("durq.cli", "durq.proving", "durq.testing", "durq.contrib", "durq.__main__", "durq"),
+    ),
 ]
 
 #: The most lines a module may have.

@@ -121,10 +121,13 @@ def test_cli_arguments_never_end_in_a_traceback(db: str, tmp_path: Path) -> None
         lines = [line for line in err.splitlines() if line.strip()]
         assert lines, f"no error message: {where}"
         # click: "Usage: ... / Try ... / Error: <one line>"; durq: "durq: error: <one line>";
-        # retry/cancel: one "job N: ..." line per job
+        # retry/cancel/adopt: one "durq: error: job N: ..." line per job refused
         errors = [line for line in lines if line.startswith(("Error:", "durq: error:", "job "))]
         assert errors, where
-        if errors[0].startswith(("Error:", "durq: error:")):
+        per_job = argv[0] in ("retry", "cancel", "adopt") and result.exit_code == 1
+        if per_job and all(e.startswith("durq: error: job ") for e in errors):
+            assert errors == lines, f"a refusal that is not one line per job: {where}"
+        elif errors[0].startswith(("Error:", "durq: error:")):
             assert errors == lines[-1:], f"the error is not one last line: {where}"
 
     check()

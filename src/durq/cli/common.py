@@ -44,6 +44,16 @@ def fail(message: str, code: int = EXIT_ERROR) -> None:
     sys.exit(code)
 
 
+def closed_at_exit(app: Durq) -> Durq:
+    """Close ``app`` when the command ends (also after an error): a PostgreSQL pool left
+    to the garbage collector at interpreter exit prints ``Exception ignored in:
+    ConnectionPool.__del__ ... cannot join current thread`` after correct output."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.find_root().call_on_close(app.close)
+    return app
+
+
 def open_existing(url: str) -> Durq:
     """A Durq on an existing database (read verbs never create a new, empty file)."""
     if "://" not in url or url.startswith("sqlite:"):
@@ -54,17 +64,24 @@ def open_existing(url: str) -> Durq:
                 f"a worker or `durq migrate` does), or it lives elsewhere (give --db or "
                 f"set DURQ_URL)"
             )
-    return Durq(url, migrate=False)
+    return closed_at_exit(Durq(url, migrate=False))
 
 
 def load_app(spec: str, url: str | None) -> Durq:
     """Import ``module:attr`` (or ``module`` with a ``dq`` attribute) from the current directory.
 
+    The app keeps its own database URL unless ``url`` (``--db`` or ``$DURQ_URL``) is given.
     Exits 2 with one line (never a traceback) when the module cannot be imported, raises
     anything while it is imported (the line names the exception and the file and line it
-    was raised at), lacks the attribute, or the attribute is not a :class:`durq.Durq`."""
+    was raised at), lacks the attribute, or the attribute is not a :class:`durq.Durq`.
+    """
     module_name, _, attr = spec.partition(":")
     sys.path.insert(0, os.getcwd())
+    if not attr and module_name.endswith(".py"):  # `durq worker tasks.py`: a file path
+        dotted = module_name.removesuffix(".py").replace(os.sep, ".").strip(".")
+        found = _durq_attributes(dotted)
+        form = f"{dotted}:{found[0]}" if found else f"{dotted}:ATTR"
+        fail(f"{spec!r} is a file path; give the module and the app: {form}", EXIT_USAGE)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -77,17 +94,25 @@ def load_app(spec: str, url: str | None) -> Durq:
         fail(f"importing {module_name!r} raised {_raised_where(exc)}", EXIT_USAGE)
     name = attr or "dq"
     if not hasattr(module, name):
-        fail(
-            f"module {module_name!r} has no attribute {name!r} (the form is MODULE:ATTR)",
-            EXIT_USAGE,
-        )
+        found = _durq_attributes(module_name)
+        hint = f"; it has {module_name}:{found[0]}" if found else " (the form is MODULE:ATTR)"
+        fail(f"module {module_name!r} has no attribute {name!r}{hint}", EXIT_USAGE)
     app = getattr(module, name)
     if not isinstance(app, Durq):
         fail(f"{module_name}:{name} is a {type(app).__name__}, not a durq.Durq", EXIT_USAGE)
     assert isinstance(app, Durq)
     if url:
         app.url = url
-    return app
+    return closed_at_exit(app)
+
+
+def _durq_attributes(module_name: str) -> list[str]:
+    """The names of the ``durq.Durq`` objects in a module ([] if it does not import)."""
+    try:
+        module = importlib.import_module(module_name)
+    except Exception:  # noqa: BLE001 - only a hint; the caller reports the real problem
+        return []
+    return sorted(k for k, v in vars(module).items() if isinstance(v, Durq))
 
 
 def _raised_where(exc: Exception) -> str:

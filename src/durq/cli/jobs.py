@@ -95,7 +95,8 @@ def retry(job_ids: tuple[int, ...], db: str, as_json: bool) -> None:
 @db_option
 @json_option
 def cancel(job_ids: tuple[int, ...], db: str, as_json: bool) -> None:
-    """Cancel queued, scheduled or running jobs."""
+    """Cancel queued, scheduled, running or parked jobs (a running job's lease is revoked;
+    its worker's outcome is discarded)."""
     _steer(db, job_ids, as_json, "cancel")
 
 
@@ -128,7 +129,7 @@ def _steer(db: str, job_ids: tuple[int, ...], as_json: bool, verb: str) -> None:
                 click.echo(f"job {r['id']}: {r['state']}")
             else:  # most errors name the job already
                 shown = error if error.startswith(f"job {r['id']} ") else f"job {r['id']}: {error}"
-                click.echo(shown, err=True)
+                click.echo(f"durq: error: {shown}", err=True)
     if failed:
         sys.exit(EXIT_ERROR)
 

@@ -100,29 +100,41 @@ def jobs_table(jobs: list[Job]) -> None:
 
 
 def job_detail(job: Job) -> None:
+    """One job, showing only what applies to it: no deadline rows for a job without one, no
+    worker before it ran, no progress once it succeeded (``--json`` has every field)."""
     d = job.to_dict()
     console.print(f"[bold]job {job.id}[/] {job.task} on {job.queue}: [bold]{job.state}[/]")
-    for label, value in (
+    finished = job.finished_at is not None
+    rows: list[tuple[str, object]] = [
         ("attempts", f"{job.attempts}/{job.max_attempts}"),
         ("priority", job.priority),
-        ("key", job.key or "-"),
+        ("key", job.key),
         ("created", when(job.created_at)),
-        ("run at", when(job.run_at)),
-        ("started", when(job.started_at)),
-        ("finished", when(job.finished_at)),
-        ("worker", job.worker_id or "-"),
-        ("deadline", when(job.deadline)),
-        ("notice at", when(job.notice_at)),
-        ("noticed", when(job.noticed_at)),
-        ("park ttl", when(job.park_expires_at)),
+        ("run at", None if job.started_at is not None else when(job.run_at)),
+        ("started", job.started_at and when(job.started_at)),
+        ("finished", job.finished_at and when(job.finished_at)),
+        ("worker", job.worker_id),
+        ("deadline", job.deadline and when(job.deadline)),
+        ("notice at", None if finished else job.notice_at and when(job.notice_at)),
+        ("noticed", job.noticed_at and when(job.noticed_at)),
+        ("park ttl", None if finished else job.park_expires_at and when(job.park_expires_at)),
+        ("batch", job.batch_id),
         ("payload", json.dumps(d["payload"], ensure_ascii=False)[:500]),
-        ("meta", json.dumps(d["meta"], ensure_ascii=False) if d["meta"] is not None else "-"),
-        ("progress", json.dumps(d["progress"], ensure_ascii=False) if d["progress"] else "-"),
+        ("meta", json.dumps(d["meta"], ensure_ascii=False) if d["meta"] is not None else None),
+        (
+            "progress",
+            json.dumps(d["progress"], ensure_ascii=False)
+            if d["progress"] and job.state != "succeeded"
+            else None,
+        ),
         (
             "result",
-            json.dumps(d["result"], ensure_ascii=False)[:500] if d["result"] is not None else "-",
+            json.dumps(d["result"], ensure_ascii=False)[:500] if d["result"] is not None else None,
         ),
-    ):
+    ]
+    for label, value in rows:
+        if value is None or value == "":
+            continue
         console.print(f"  {label:>9}: {value}", highlight=False, markup=False)
     for err in job.errors:
         console.print(

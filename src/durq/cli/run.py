@@ -8,9 +8,16 @@ from typing import Any
 
 import click
 
-from durq.app import Durq
+from durq.app import DEFAULT_URL, Durq
 from durq.cli import render
-from durq.cli.common import EXIT_USAGE, cli, db_option, fail, json_option, load_app
+from durq.cli.common import (
+    EXIT_USAGE,
+    cli,
+    closed_at_exit,
+    fail,
+    json_option,
+    load_app,
+)
 from durq.errors import DurqError
 from durq.observability.events import configure_json_logging
 
@@ -64,6 +71,12 @@ from durq.observability.events import configure_json_logging
     help="Seconds between pruner passes (0 turns it off).",
 )
 @click.option("--no-prune", is_flag=True, help="Do not run the pruner in this worker.")
+@click.option(
+    "--autoreload",
+    is_flag=True,
+    help="Development: restart the worker when a *.py file under the current directory "
+    "changes (running jobs finish within --grace first).",
+)
 def worker(
     app_spec: str,
     db: str | None,
@@ -78,17 +91,40 @@ def worker(
     retain: tuple[str, ...],
     prune_interval: float,
     no_prune: bool,
+    autoreload: bool,
 ) -> None:
     """Run a worker for the tasks of MODULE:ATTR (a durq.Durq; MODULE alone means MODULE:dq).
     SIGTERM/SIGINT: graceful shutdown within --grace; a second signal exits at once.
     Events: JSON lines on stderr."""
     import logging
 
+    if autoreload:
+        from pathlib import Path
+
+        from durq.cli.reload import supervise
+
+        raw = sys.argv[1:]
+        if "worker" not in raw:
+            fail("--autoreload works from the command line (durq worker ... --autoreload)")
+        argv = [a for a in raw[raw.index("worker") :] if a != "--autoreload"]
+        sys.exit(supervise(argv, [Path.cwd()]))
     configure_json_logging(level=getattr(logging, log_level.upper()))
     app = load_app(app_spec, db)
+    chosen = [q for q in queues.split(",") if q] if queues else None
+    used = sorted(
+        {t.queue for t in app.tasks.values()}
+        | {t.hook_queue for t in app.tasks.values() if t.hook_queue}
+    )
+    for name in chosen or []:
+        if name not in used:
+            click.echo(
+                f"durq: warning: no task of {app_spec} uses queue {name!r} (its tasks use "
+                f"{', '.join(used) or 'none'}); jobs enqueued elsewhere on it still run",
+                err=True,
+            )
     try:
         w = app.worker(
-            queues=[q for q in queues.split(",") if q] if queues else None,
+            queues=chosen,
             concurrency=concurrency,
             lease=lease,
             heartbeat_interval=heartbeat,
@@ -107,7 +143,13 @@ def worker(
 @cli.command()
 @click.argument("task")
 @click.argument("args", nargs=-1)
-@db_option
+@click.option(
+    "--db",
+    envvar="DURQ_URL",
+    default=None,
+    help="Database URL or SQLite file path (or set DURQ_URL); default: the --app's own "
+    "database, else sqlite:///durq.db.",
+)
 @click.option("--payload", default=None, help="The payload as a JSON object.")
 @click.option("--queue", default=None)
 @click.option("--delay", type=float, default=None, help="Seconds from now.")
@@ -125,7 +167,7 @@ def worker(
 def enqueue(
     task: str,
     args: tuple[str, ...],
-    db: str,
+    db: str | None,
     payload: str | None,
     queue: str | None,
     delay: float | None,
@@ -158,11 +200,12 @@ def enqueue(
             body[name] = raw
         except RecursionError as exc:
             fail(f"the value of {name!r} is not usable JSON: {exc}", EXIT_USAGE)
-    app = Durq(db)
     if app_spec is not None:
         app = load_app(app_spec, db)
         if task not in app.tasks:
             fail(f"{app_spec} has no task named {task!r} (known: {sorted(app.tasks)})", EXIT_USAGE)
+    else:
+        app = closed_at_exit(Durq(db or DEFAULT_URL))
     try:
         job = app.enqueue(
             task,

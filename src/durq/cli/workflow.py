@@ -4,19 +4,32 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import click
 
+from durq.app import Durq
 from durq.cli import render
-from durq.cli.common import JOB_ID, F, cli, db_option, fail, json_option, load_app, open_existing
+from durq.cli.common import (
+    JOB_ID,
+    F,
+    cli,
+    closed_at_exit,
+    db_option,
+    fail,
+    json_option,
+    load_app,
+    open_existing,
+)
 from durq.errors import DurqError
+from durq.store.sqlite.connection import parse_url
 
 
 @cli.group()
 def batches() -> None:
-    """Inspect batches (jobs enqueued inside ``with dq.batch(...)``)."""
+    """Inspect batches (the jobs enqueued inside a `with dq.batch(...)` block)."""
 
 
 @batches.command("show")
@@ -77,19 +90,20 @@ def periodic_list(app_spec: str, db: str | None, as_json: bool) -> None:
 
     from rich.table import Table
 
+    from durq.model import ScheduleRecord
     from durq.periodic import from_record
     from durq.worker.scheduler import ORPHAN_AFTER, own_definitions
 
     app = load_app(app_spec, db)
-    try:
-        reader = open_existing(app.url)
+    stored: dict[str, ScheduleRecord] = {}
+    now = time.time()
+    if not _sqlite_file_missing(app.url):  # schedules are in code: no database is needed
         try:
+            reader = closed_at_exit(Durq(app.url, migrate=False))
             stored = {r.name: r for r in reader.store.schedules()}
             now = reader.store.now()
-        finally:
-            reader.close()
-    except DurqError as exc:
-        fail(str(exc))
+        except DurqError as exc:
+            fail(str(exc))
     mine = {d.name: d for d in own_definitions(app)}
     rows: list[dict[str, Any]] = []
     table = Table()
@@ -117,6 +131,8 @@ def periodic_list(app_spec: str, db: str | None, as_json: bool) -> None:
         last = r.last_slot if r is not None else None
         job_id = r.job_id if r is not None else None
         upcoming = p.next_slot(max(now, last or now))
+        if job_id is None:  # an anchor (where the schedule started), not a slot that ran
+            last = None
         last_local = None if last is None else datetime.fromtimestamp(last, p.tzinfo).isoformat()
         next_local = datetime.fromtimestamp(upcoming, p.tzinfo).isoformat()
         rows.append(
@@ -145,6 +161,15 @@ def periodic_list(app_spec: str, db: str | None, as_json: bool) -> None:
                 f"{row['code_version']}); it is not fired",
                 style="yellow", highlight=False, markup=False,
             )  # fmt: skip
+
+
+def _sqlite_file_missing(url: str) -> bool:
+    if "://" in url and not url.startswith("sqlite:"):
+        return False
+    try:
+        return not Path(parse_url(url).path).exists()
+    except DurqError:
+        return False
 
 
 def root_option(fn: F) -> F:

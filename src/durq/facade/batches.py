@@ -94,6 +94,19 @@ class BatchesFacade(FacadeBase):
             meta_json,
         )
 
+    def abatch(
+        self,
+        on_complete: Task[Any, Any] | str | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        queue: str | None = None,
+    ) -> Batch:
+        """:meth:`batch` for asyncio code: ``async with dq.abatch(on_complete=task) as b:``;
+        the block's store writes run in a thread, so the event loop is not blocked, and
+        ``await task.aenqueue(...)`` calls inside the block join the batch. Same arguments
+        and errors as :meth:`batch`."""
+        return self.batch(on_complete, meta=meta, queue=queue)
+
     def batch_status(self, batch_id: int) -> BatchStatus:
         """A batch's state, last outcome, member counts by state, meta and times fired.
 

@@ -35,12 +35,16 @@ class KillReport:
         in_flight: jobs it had started and not finished.
         recovery: seconds from the kill until each of those jobs had started again in
             another process (0.0 when none was in flight; None when one never did).
+        uncommitted: jobs whose task had finished in it, but whose outcome it had not
+            committed yet when it was killed (so they ran again elsewhere: duplicates
+            that the contract allows, and that ``in_flight`` does not count).
     """
 
     pid: int
     at: float
     in_flight: int
     recovery: float | None
+    uncommitted: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +136,17 @@ def analyse(
                 break
             assert recovery is not None
             recovery = max(recovery, min(again) - kill.at)
-        reports.append(KillReport(kill.pid, kill.at - launched_at, len(unfinished), recovery))
+        uncommitted = sum(
+            1
+            for job_starts in starts.values()
+            for r in job_starts
+            if r.pid == kill.pid
+            and (r.job_id, r.attempt, r.pid) in ended
+            and any(s.pid != kill.pid and s.at >= r.at for s in job_starts)
+        )
+        reports.append(
+            KillReport(kill.pid, kill.at - launched_at, len(unfinished), recovery, uncommitted)
+        )
     run = len({r.job_id for r in runs if r.kind == "end"})
     return Analysis(run, duplicated, from_killed, lease_expired, sorted(violations), reports)
 
@@ -226,6 +240,7 @@ class VerifyReport(Verdict):
                     "pid": k.pid,
                     "at": round(k.at, 3),
                     "in_flight": k.in_flight,
+                    "uncommitted": k.uncommitted,
                     "recovery": None if k.recovery is None else round(k.recovery, 3),
                 }
                 for k in a.kills
@@ -253,12 +268,16 @@ def report_table(report: VerifyReport) -> Table:
         ("run", str(a.run)),
         ("succeeded", str(report.succeeded)),
         ("lost", str(report.lost)),
-        ("duplicated", str(a.duplicated)),
+        ("duplicated (jobs started more than once)", str(a.duplicated)),
         ("  from killed workers", str(a.from_killed)),
         ("  after a lost lease", str(a.lease_expired)),
         ("  unexplained", str(len(a.violations))),
         ("kills", f"{len(a.kills)}/{report.kills_requested}"),
-        ("jobs in flight at kills", str(sum(k.in_flight for k in a.kills))),
+        ("jobs in flight at kills (still running)", str(sum(k.in_flight for k in a.kills))),
+        (
+            "  + finished, outcome not yet committed",
+            str(sum(k.uncommitted for k in a.kills)),
+        ),
         ("worst recovery", worst),
         ("elapsed", f"{report.elapsed:.2f} s"),
         ("throughput (incl. start-up, recovery)", f"{report.throughput:.0f} jobs/s"),

@@ -9,7 +9,29 @@ from durq.errors import ConfigError
 from durq.model import Inserted, NewJob, StatusData, WorkerInfo
 from durq.store.base import Store
 
-__all__ = ["Inserted", "NewJob", "StatusData", "Store", "WorkerInfo", "open_store"]
+__all__ = ["Inserted", "NewJob", "StatusData", "Store", "WorkerInfo", "describe_url", "open_store"]
+
+
+def describe_url(url: str) -> str:
+    """The database a URL names, for messages: a SQLite URL with its file's absolute path
+    (a relative ``sqlite:///durq.db`` depends on the current directory), a PostgreSQL URL
+    with its password masked. Never raises (a bad URL comes back as given)."""
+    try:
+        if url.startswith(("postgres://", "postgresql://")):
+            from urllib.parse import urlsplit
+
+            parts = urlsplit(url)
+            if parts.password:
+                netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+                return parts._replace(netloc=netloc).geturl()
+            return url
+        import os
+
+        from durq.store.sqlite.connection import parse_url
+
+        return f"sqlite:///{os.path.abspath(parse_url(url).path)}"
+    except Exception:  # noqa: BLE001 - only a description
+        return url
 
 
 def open_store(
@@ -24,11 +46,20 @@ def open_store(
             without this durq's exact schema instead (read-only tools).
 
     Raises:
-        ConfigError: an unknown scheme or malformed URL.
+        ConfigError: an unknown scheme or malformed URL; a PostgreSQL URL without psycopg
+            installed (the message says ``pip install 'durq[postgres]'``).
         StoreError: the database cannot be opened.
         SchemaTooNew: the database was migrated by a newer durq.
     """
     if url.startswith(("postgres://", "postgresql://")):
+        try:
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+        except ModuleNotFoundError as exc:
+            raise ConfigError(
+                f"a postgresql:// URL needs the PostgreSQL driver, which is not installed "
+                f"({exc.name} is missing): pip install 'durq[postgres]'"
+            ) from None
         from durq.store.postgres.store import PostgresStore
 
         return PostgresStore(url, clock=clock, auto_migrate=auto_migrate)

@@ -22,6 +22,7 @@ from durq.context import JobContext
 from durq.errors import ConfigError
 from durq.model import AttemptError, Claimed, Outcome, WorkerInfo
 from durq.observability import events
+from durq.store import describe_url
 from durq.worker.executor import Executor
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from durq.worker.runners import AsyncRunner, ThreadRunner
@@ -136,11 +137,22 @@ class Worker:
         self._in_run = False
         self.exit_code = 0
         self.crash_reason: str | None = None
+        #: The signal (SIGINT, SIGTERM) that stopped :meth:`run`, or None.
+        self.stop_signal: int | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Open the store, register, reap once, and start the loops (returns at once)."""
+        """Open the store, register, reap once, and start the loops (returns at once).
+
+        Raises:
+            ConfigError: the app is in eager mode (``Durq(eager=True)``, tests only).
+        """
+        if getattr(self.app, "eager", False):
+            raise ConfigError(
+                "this app is in eager mode (tests only: jobs run at enqueue); "
+                "a worker will not start on it"
+            )
         store = self.app.store
         store.register_worker(
             WorkerInfo(
@@ -179,7 +191,7 @@ class Worker:
             tasks=self.task_names,
             concurrency=self.concurrency,
             lease=self.lease,
-            url=self.app.url,
+            url=describe_url(self.app.url),
         )
 
     def run(self, *, install_signals: bool = True, stop_when_idle: bool = False) -> int:
@@ -213,6 +225,7 @@ class Worker:
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self._signals += 1
+        self.stop_signal = signum
         if self._signals > 1:
             events.emit(
                 events.WORKER_STOPPING, logging.WARNING, worker_id=self.id, signal=signum, now=True
@@ -427,5 +440,6 @@ class Worker:
                 logging.ERROR,
                 **base,
                 error=f"{err.type}: {err.message}" if err else "",
-                kind=err.kind if err else "",
+                kind="failed",
+                cause=err.kind if err else "",
             )

@@ -112,23 +112,37 @@ class _IdleCheck:
             ConnectionPool.check_connection(conn)
 
 
+def _first_connection(opts: PostgresOptions) -> None:
+    """Connect once, directly, before the pool: a wrong host, port, database, role or
+    password then fails at the server's first answer with its reason, said once (the pool
+    would retry in the background for its whole timeout, logging each try).
+
+    Raises:
+        ConfigError: libpq refused an option of the URL (named once).
+        StoreUnavailable: the server refused or could not be reached.
+    """
+    try:
+        psycopg.connect(opts.conninfo, autocommit=True).close()
+    except psycopg.ProgrammingError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(
+            f"{opts.masked}: {first} (durq's own options are {sorted(DURQ_OPTIONS)}; "
+            f"the others go to libpq)"
+        ) from None
+    except psycopg.OperationalError as exc:
+        raise translate(exc, opts) from None
+
+
 def open_pool(opts: PostgresOptions) -> ConnectionPool:
     """Open a pool and check one connection now, so a wrong URL fails at once.
 
     Connections are in autocommit mode: a single statement is its own transaction (one round
     trip); several that must commit together run inside ``conn.transaction()``.
 
-    One plain connection is made first: when the server cannot be reached, that fails with
-    libpq's own reason (``Connection refused``) in one line, at once, instead of the pool
-    retrying for 10 s and logging a warning per try before durq's line.
-
     Raises:
         StoreUnavailable: the server cannot be reached (the message names the masked URL).
     """
-    try:
-        psycopg.connect(opts.conninfo, autocommit=True).close()
-    except psycopg.Error as exc:
-        raise translate(exc, opts) from None
+    _first_connection(opts)
     idle = _IdleCheck()
     pool = ConnectionPool(
         opts.conninfo,

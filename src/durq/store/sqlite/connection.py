@@ -67,7 +67,14 @@ def parse_url(url: str) -> SqliteOptions:
     else:
         path, query = url, {}
     if not path:
-        raise ConfigError(f"no database path in {url!r}")
+        hint = ""
+        if url.startswith("sqlite:") and urlsplit(url).netloc:
+            name = urlsplit(url).netloc
+            hint = (
+                f"; did you mean sqlite:///{name} (three slashes for a path relative to "
+                f"the current directory, four for an absolute one: sqlite:////abs/{name})?"
+            )
+        raise ConfigError(f"no database path in {url!r}{hint}")
     if path == ":memory:":
         raise ConfigError("':memory:' cannot be shared with worker processes; use a file path")
     unknown = set(query) - {"synchronous", "busy_timeout", "lock_timeout"}

@@ -1,0 +1,72 @@
+"""The Django shop (examples/django_shop) under Django's own test runner, on SQLite and
+PostgreSQL, and its management commands as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import durq
+from tests.conftest import require_pg
+from tests.support.procs import ROOT
+
+MANAGE = ROOT / "examples" / "django_shop" / "manage.py"
+
+
+def manage(
+    *args: str, env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(MANAGE), *args],
+        capture_output=True, text=True, env={**os.environ, **env}, timeout=timeout,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_the_shops_own_tests_pass_under_djangos_runner(backend: str, tmp_path: Path) -> None:
+    env = {"SHOP_DATA": str(tmp_path), "SHOP_DB": backend}
+    if backend == "postgres":
+        require_pg()
+        env["SHOP_PG_NAME"] = f"shop_{uuid.uuid4().hex[:10]}"  # test_<name> is created
+    out = manage("test", "orders", "--noinput", "-v", "2", env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Ran 5 tests" in out.stderr and "OK" in out.stderr
+
+
+def test_the_worker_command_runs_what_a_view_enqueued(tmp_path: Path) -> None:
+    env = {"SHOP_DATA": str(tmp_path), "SHOP_DB": "sqlite"}
+    assert manage("migrate", "-v", "0", env=env).returncode == 0
+    code = (
+        "import django, os; django.setup()\n"
+        "from django.test import Client\n"
+        "print(Client().post('/orders/', {'item': 'lamp'}).content.decode())\n"
+    )
+    placed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+        cwd=MANAGE.parent, env={**os.environ, **env, "DJANGO_SETTINGS_MODULE": "shop_site.settings"},
+    )  # fmt: skip
+    assert placed.returncode == 0, placed.stderr
+    job_id = json.loads(placed.stdout)["job"]
+    dq = durq.Durq(f"sqlite:///{tmp_path / 'shop.sqlite3'}")
+    with subprocess.Popen(
+        [sys.executable, str(MANAGE), "durq_worker", "--noreload"],
+        env={**os.environ, **env}, stderr=subprocess.DEVNULL,
+    ) as worker:  # fmt: skip
+        try:
+            assert dq.get(job_id).wait(timeout=30) == "lamp"
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(30) == 0
+    status = manage("durq", "status", "--json", env=env)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["queues"]["default"]["counts"]["succeeded"] == 1
+    dq.close()
+    time.sleep(0)
