@@ -81,10 +81,10 @@ def periodic() -> None:
 @json_option
 def periodic_list(app_spec: str, db: str | None, as_json: bool) -> None:
     """Each schedule of the app and each stored in the database: name, task, cron, time
-    zone, last slot enqueued, next slot, and its standing: ``live`` (a live worker defines
-    it; the leader fires it), ``orphaned`` (no live worker has defined it for a while: not
-    fired), ``not stored`` (no worker of this code has started yet), ``differs`` (the
-    stored definition, which the leader fires, is not this app's) and ``not in this app``
+    zone, last slot enqueued, next slot, and its standing: "live" (a live worker defines
+    it; the leader fires it), "orphaned" (no live worker has defined it for a while: not
+    fired), "not stored" (no worker of this code has started yet), "differs" (the
+    stored definition, which the leader fires, is not this app's) and "not in this app"
     (another code version defines it)."""
     from datetime import datetime
 
@@ -131,6 +131,8 @@ def periodic_list(app_spec: str, db: str | None, as_json: bool) -> None:
         last = r.last_slot if r is not None else None
         job_id = r.job_id if r is not None else None
         upcoming = p.next_slot(max(now, last or now))
+        if job_id is None:  # an anchor (where the schedule started), not a slot that ran
+            last = None
         if job_id is None:  # an anchor (where the schedule started), not a slot that ran
             last = None
         last_local = None if last is None else datetime.fromtimestamp(last, p.tzinfo).isoformat()
