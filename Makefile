@@ -7,7 +7,7 @@ DEV := $(VENV)/.dev-$(HASH)
 DEMO := $(VENV)/.demo-$(HASH)
 BENCH := $(VENV)/.bench-$(HASH)
 
-.PHONY: demo examples test bench lint soak clean clean-demo
+.PHONY: demo examples test bench lint soak powercut clean clean-demo
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,15 @@ bench: $(BENCH)
 SOAK_SECONDS ?= 600
 SOAK_URL ?= sqlite:///.soak/soak.db
 SOAK_MODEL_EXAMPLES ?= 600
+# Power cuts (tests/powercut): producers and workers on a database in a FUSE filesystem
+# that drops every write not fsynced; POWERCUT_CUTS cuts under synchronous=FULL (no loss),
+# then under NORMAL (only the last commits may vanish). Needs /dev/fuse, fusermount and
+# libfuse 2 (Debian: apt-get install fuse3 libfuse2).
+POWERCUT_CUTS ?= 200
+powercut: $(DEV)
+	$(PY) -m tests.powercut.cuts --cuts $(POWERCUT_CUTS) --sync full
+	$(PY) -m tests.powercut.cuts --cuts $(POWERCUT_CUTS) --sync normal
+
 soak: $(DEV)
 	@mkdir -p .soak && rm -f .soak/soak.db .soak/soak.db-wal .soak/soak.db-shm
 	$(PY) -m durq soak --db '$(SOAK_URL)' --seconds $(SOAK_SECONDS) $(SOAK_ARGS)

@@ -56,7 +56,13 @@ from durq.job import Job
 from durq.limits import TaskLimits, with_limit
 from durq.model import Inserted, JobRecord, NewJob
 from durq.observability import events, tracing
-from durq.payload import DEFAULT_PAYLOAD_LIMIT, check_structure, encode, encode_payload
+from durq.payload import (
+    DEFAULT_PAYLOAD_LIMIT,
+    DEFAULT_RESULT_LIMIT,
+    check_structure,
+    encode,
+    encode_payload,
+)
 from durq.retry import Backoff, as_backoff
 from durq.store import Store, open_store
 from durq.task import EnqueueOptions, Task
@@ -82,7 +88,11 @@ class Durq(
         url: ``sqlite:///path/to/jobs.db``, a bare path, or None for ``$DURQ_URL`` or else
             ``./durq.db``. SQLite options: ``?synchronous=normal`` (faster, may lose the last
             commits on power loss), ``busy_timeout=`` and ``lock_timeout=`` (seconds).
-        payload_limit: the largest payload accepted at enqueue, in bytes of JSON (1 MiB).
+        payload_limit: the largest payload accepted at enqueue, in bytes of JSON (1 MiB);
+            None for no limit.
+        result_limit: the largest result a task may return, in bytes of JSON (1 MiB,
+            :data:`durq.payload.DEFAULT_RESULT_LIMIT`); None for no limit. A larger result
+            fails its job for good with kind ``result_too_large`` (docs/features/results.md).
         classify: classifiers tried for every task after the task's own (see
             :func:`durq.classify.classify`).
         retry_unclassified: whether an error no classifier recognises is retried (True)
@@ -102,6 +112,9 @@ class Durq(
             See also ``durq.testing.eager(dq)``.
 
     The database is opened (and migrated) on first use, not at construction.
+
+    Raises:
+        ConfigError: a limit that is not a number of bytes >= 1 (or None).
     """
 
     def __init__(
@@ -109,6 +122,7 @@ class Durq(
         url: str | None = None,
         *,
         payload_limit: int | None = DEFAULT_PAYLOAD_LIMIT,
+        result_limit: int | None = DEFAULT_RESULT_LIMIT,
         classify: Sequence[Rule | Classifier] = (),
         retry_unclassified: bool = True,
         clock: Callable[[], float] = time.time,
@@ -118,8 +132,14 @@ class Durq(
         eager: bool = False,
     ) -> None:
         self.url = url or os.environ.get("DURQ_URL") or DEFAULT_URL
+        for what, limit in (("payload_limit", payload_limit), ("result_limit", result_limit)):
+            if limit is not None and (
+                not isinstance(limit, int) or isinstance(limit, bool) or limit < 1
+            ):
+                raise ConfigError(f"{what} must be a number of bytes >= 1 or None, not {limit!r}")
         self.eager = eager
         self.payload_limit = payload_limit
+        self.result_limit = result_limit
         self.rules = tuple(classify)
         self.retry_unclassified = retry_unclassified
         self.clock = clock

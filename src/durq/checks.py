@@ -106,3 +106,58 @@ def _check_seconds(what: str, value: object) -> None:
         raise ConfigError(
             f"{what} must be a number of seconds above 0 and at most {MAX_DELAY:.0f}, not {value!r}"
         )
+
+
+def check_worker_timing(
+    *,
+    lease: object,
+    heartbeat_interval: object,
+    grace: object,
+    reap_interval: object,
+    poll_interval: object,
+    idle_claim_interval: object,
+) -> None:
+    """Refuse worker settings that cannot work, before anything starts.
+
+    A lease must be a finite number of seconds above 0 (at most :data:`MAX_DELAY`): ``inf``
+    cannot be added to a time (the heartbeat crashed with ``OverflowError``). The heartbeat
+    must come at most every third of the lease, the rule of thumb of Sidekiq, Oban and
+    River (a lease survives two missed heartbeats): ``--lease 1 --heartbeat 3`` let every
+    lease expire mid-run, so healthy workers ran each job again until its attempts ran out.
+    ``grace`` is finite and >= 0; the intervals are finite and above 0 (None: the default).
+
+    Raises:
+        ConfigError: the first setting that cannot work, saying what would fit.
+    """
+    if not (_is_number(lease) and 0 < lease <= MAX_DELAY):  # type: ignore[operator]
+        raise ConfigError(
+            f"lease must be a finite number of seconds above 0 (at most {MAX_DELAY:.0f}), "
+            f"not {lease!r}"
+        )
+    most = float(lease) / 3  # type: ignore[arg-type]
+    if heartbeat_interval is not None:
+        if not (_is_number(heartbeat_interval) and heartbeat_interval > 0):  # type: ignore[operator]
+            raise ConfigError(
+                f"heartbeat interval must be a finite number of seconds above 0, "
+                f"not {heartbeat_interval!r}"
+            )
+        if heartbeat_interval > most * (1 + 1e-9):  # type: ignore[operator]
+            raise ConfigError(
+                f"heartbeat interval {heartbeat_interval:g} s is over a third of the lease "
+                f"({lease:g} s): the lease would expire between heartbeats and healthy "
+                f"workers would run jobs again; use a heartbeat of at most {most:g} s, or a "
+                f"lease of at least {3 * heartbeat_interval:g} s"  # type: ignore[operator]
+            )
+    if not (_is_number(grace) and 0 <= grace <= MAX_DELAY):  # type: ignore[operator]
+        raise ConfigError(
+            f"grace must be a finite number of seconds >= 0 (at most {MAX_DELAY:.0f}), "
+            f"not {grace!r}"
+        )
+    intervals = {
+        "reap interval": reap_interval,
+        "poll interval": poll_interval,
+        "idle claim interval": idle_claim_interval,
+    }
+    for what, value in intervals.items():
+        if value is not None and not (_is_number(value) and 0 < value <= MAX_DELAY):  # type: ignore[operator]
+            raise ConfigError(f"{what} must be a finite number of seconds above 0, not {value!r}")

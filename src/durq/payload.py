@@ -1,4 +1,5 @@
-"""JSON encoding of payloads, results and meta, with the size limit applied at enqueue."""
+"""JSON encoding of payloads, results and meta, with the size limits applied at enqueue
+(payloads) and when an attempt returns (results)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ from durq.errors import PayloadError, PayloadTooLarge
 
 #: Default limit on a payload's JSON encoding, in bytes (1 MiB).
 DEFAULT_PAYLOAD_LIMIT = 1 << 20
+
+#: Default limit on a result's JSON encoding, in bytes (1 MiB, like the payload's). Set it
+#: with ``Durq(result_limit=...)``; a larger result fails its job for good (its work was
+#: done, but retrying would return the same result), so big outputs belong in a blob.
+DEFAULT_RESULT_LIMIT = 1 << 20
 
 #: Deepest nesting of lists and dicts accepted in a payload or meta. Python's own JSON
 #: encoder gives up near its recursion limit (1000), at a depth that depends on the caller's
@@ -133,6 +139,28 @@ def encode_payload(kwargs: dict[str, Any], limit: int | None) -> str:
             except PayloadError as inner:
                 raise type(exc)(f"payload key {key!r}: {inner}") from None
         raise
+
+
+def encode_result(value: Any, limit: int | None) -> str:
+    """Encode a task's return value exactly, or refuse it.
+
+    The same faithful-JSON rule as a payload (:func:`check_structure`): a dict key that
+    is not a ``str`` at any depth is refused, since ``{1: "one", "1": "the string one"}``
+    would be stored as ``{"1": "the string one"}`` and the caller would read back something
+    else than the task returned. Tuples come back as lists.
+
+    Args:
+        value: the return value.
+        limit: the largest encoding accepted, in bytes (``Durq(result_limit=)``); None for
+            no limit.
+
+    Raises:
+        PayloadError: a non-str key (the message names its path, e.g. ``result[1]``), too
+            deep a nesting, or a value JSON cannot hold (NaN, bytes, a set, an object).
+        PayloadTooLarge: the encoding is over ``limit`` bytes.
+    """
+    check_structure(value, "result")
+    return encode(value, what="result", limit=limit)
 
 
 def decode_payload(text: str) -> dict[str, Any]:

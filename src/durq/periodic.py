@@ -20,7 +20,9 @@ Daylight saving (the policy, tested in ``tests/conformance/test_periodic.py``):
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,12 +33,30 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterBadDateError, croniter
 
 from durq.errors import ConfigError
+from durq.model import ScheduleDefinition, ScheduleRecord
 
 #: Seconds a slot may be late and still count as on time (not missed); see ``grace``.
 DEFAULT_GRACE = 60.0
 
 #: The most slots one look-back examines: a bound for absurd catch_up values.
 MAX_SCAN = 100_000
+
+#: The variable a deployment sets to name its code version (a git sha, a release); stored
+#: with each schedule a worker registers, and shown by ``durq periodic list``.
+CODE_VERSION_ENV = "DURQ_CODE_VERSION"
+
+
+def code_version() -> str:
+    """This process's code version: ``$DURQ_CODE_VERSION``, else ``durq <version>``."""
+    given = os.environ.get(CODE_VERSION_ENV, "").strip()
+    if given:
+        return given[:200]
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"durq {version('durq')}"
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "durq (unknown version)"
 
 
 def key_for(name: str, slot: float) -> str:
@@ -184,3 +204,47 @@ class Periodic:
             else:
                 break
         return sorted(on_time + missed)
+
+
+def definition_of(p: Periodic, queue: str, priority: int, max_attempts: int) -> ScheduleDefinition:
+    """What a worker stores of ``p``: its cron, zone and task, and the rest as JSON, with
+    the queue, priority and attempts resolved from the defining worker's task, so that a
+    leader that does not know the task makes the same job."""
+    rest = {
+        "payload": dict(p.payload),
+        "queue": queue,
+        "priority": priority,
+        "max_attempts": max_attempts,
+        "catch_up": p.catch_up,
+        "grace": p.grace,
+        "slot_arg": p.slot_arg,
+    }
+    return ScheduleDefinition(p.name, p.cron, p.tz, p.task, json.dumps(rest, sort_keys=True))
+
+
+def from_record(r: ScheduleRecord) -> Periodic:
+    """The schedule a stored row defines.
+
+    Raises:
+        ConfigError: a row with no definition (written by an older durq), or one this
+            durq cannot read (a bad cron or zone, a malformed definition).
+    """
+    if r.definition is None or r.cron is None or r.tz is None or r.task is None:
+        raise ConfigError(f"periodic schedule {r.name!r} has no stored definition")
+    try:
+        rest = json.loads(r.definition)
+        return Periodic(
+            name=r.name,
+            cron=r.cron,
+            tz=r.tz,
+            task=r.task,
+            payload=dict(rest.get("payload") or {}),
+            queue=rest.get("queue"),
+            priority=rest.get("priority"),
+            max_attempts=rest.get("max_attempts"),
+            catch_up=int(rest.get("catch_up", 1)),
+            grace=float(rest.get("grace", DEFAULT_GRACE)),
+            slot_arg=rest.get("slot_arg"),
+        )
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"periodic schedule {r.name!r}: unreadable definition: {exc}") from None

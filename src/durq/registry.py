@@ -25,7 +25,8 @@ class Registry(Protocol):
 
     Attributes:
         url: the database URL the app was opened with.
-        payload_limit: the largest payload (and result) accepted, in bytes of JSON, or None.
+        payload_limit: the largest payload accepted, in bytes of JSON, or None.
+        result_limit: the largest result a task may return, in bytes of JSON, or None.
         rules: the app's classifiers, tried after a task's own.
         retry_unclassified: whether an error no classifier recognises is retried.
         tasks: the registered tasks by name (the worker adds its hook tasks here).
@@ -33,6 +34,7 @@ class Registry(Protocol):
 
     url: str
     payload_limit: int | None
+    result_limit: int | None
     rules: tuple[Rule | Classifier, ...]
     retry_unclassified: bool
     tasks: dict[str, Task[Any, Any]]

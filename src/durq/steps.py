@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from durq.codecs import decode_with, encode_with
 from durq.errors import ConfigError, DurqError, LeaseLost, PayloadError, StepResultError
-from durq.payload import DEFAULT_PAYLOAD_LIMIT, decode, encode
+from durq.payload import DEFAULT_PAYLOAD_LIMIT, check_structure, decode, encode
 
 #: The longest step name accepted, in characters.
 MAX_STEP_NAME = 200
@@ -82,6 +82,7 @@ def run_step(
         )
     value = fn(*args, **kwargs)
     try:
+        check_structure(value, f"step {name!r} result")  # {1: "a"} would come back changed
         body = encode(value, what=f"step {name!r} result", limit=DEFAULT_PAYLOAD_LIMIT)
     except PayloadError as exc:
         raise StepResultError(

@@ -14,6 +14,7 @@ import pytest
 
 import durq
 from durq.classify import PERMANENT, TRANSIENT, classify, rule
+from durq.model import ScheduleDefinition
 from tests.conftest import PG_URL, require_pg
 
 APP = textwrap.dedent(
@@ -236,7 +237,8 @@ def test_periodic_list_needs_no_database_and_shows_no_anchor_as_a_slot(
     (row,) = json.loads(out.stdout)
     assert row["name"] == "tick" and row["last_slot"] is None and not db.exists()
     app = durq.Durq(f"sqlite:///{db}")
-    app.store.periodic_anchor(["tick"], app.store.now())  # a scheduler started, nothing ran
+    tick = ScheduleDefinition("tick", "* * * * *", "UTC", "tick", "{}")
+    app.store.define_schedules([tick], "v1", "w1", fresh=10)  # a scheduler started, nothing ran
     (row,) = json.loads(cli("periodic", "list", "--app", "shop:dq", "--json", cwd=project).stdout)
     assert row["last_slot"] is None and row["last_job_id"] is None
 

@@ -50,6 +50,28 @@ def test_a_short_soak_on_sqlite_passes_and_loses_nothing(tmp_path: Path) -> None
         app.close()
 
 
+def test_a_soak_that_kills_producer_processes_loses_no_acknowledged_job(tmp_path: Path) -> None:
+    """``--producers 2``: producers are processes with a ledger file, killed like workers
+    (issue 13); a job whose enqueue never returned to its killed producer is counted as
+    unacknowledged and not judged; every acknowledged one must end as planned."""
+    url = f"sqlite:///{tmp_path / 'soak.db'}"
+    out = subprocess.run(
+        [sys.executable, "-m", "durq", "soak", "--db", url, "--seconds", "12", "--rate", "25",
+         "--kill-min", "0.3", "--kill-max", "0.8", "--producers", "2", "--report-every", "4",
+         "--drain", "60", "--seed", "11", "--json"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)},
+        timeout=150,
+    )  # fmt: skip
+    assert out.returncode == 0, (out.stdout[-3000:], out.stderr[-3000:])
+    report = json.loads(out.stdout)
+    assert report["passed"], report["reasons"]
+    assert report["lost"] == 0 and report["stuck"] == 0 and report["contract_violations"] == []
+    assert report["producer_kills"] >= 1
+    assert report["sigkills"] + report["sigterms"] >= 10
+    assert report["enqueued"] == report["finished"] > 50
+    assert report["worst_recovery"] > 0
+
+
 def test_growth_judgements() -> None:
     # the database: bounded when the second half after warm-up stays near the first
     flat = [(float(t), 10_000_000 + (t % 3) * 1000) for t in range(0, 100, 5)]

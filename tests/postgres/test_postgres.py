@@ -82,12 +82,14 @@ def test_a_newer_schema_is_refused(pg_url: str) -> None:
 def test_one_leader_and_a_quick_takeover_when_it_dies(pg_url: str) -> None:
     first, second = durq.Durq(pg_url), durq.Durq(pg_url)
     try:
-        assert first.store.lead(stale_after=60) is True
-        assert second.store.lead(stale_after=60) is False
-        assert first.store.lead(stale_after=60) is True
+        assert first.store.lead("reaper", stale_after=60) is True
+        assert second.store.lead("reaper", stale_after=60) is False
+        assert first.store.lead("reaper", stale_after=60) is True
         first.close()  # the leader's session ends: its advisory lock goes with it
         started = time.monotonic()
-        wait_for(lambda: second.store.lead(stale_after=60), 5, 0.1, "the second store to lead")
+        wait_for(
+            lambda: second.store.lead("reaper", stale_after=60), 5, 0.1, "the second store to lead"
+        )
         assert time.monotonic() - started < 3
     finally:
         second.close()
@@ -96,10 +98,10 @@ def test_one_leader_and_a_quick_takeover_when_it_dies(pg_url: str) -> None:
 def test_a_frozen_leader_is_stood_in_for(pg_url: str) -> None:
     leader, other = durq.Durq(pg_url), durq.Durq(pg_url)
     try:
-        assert leader.store.lead(stale_after=1.0)
-        assert not other.store.lead(stale_after=1.0)
+        assert leader.store.lead("reaper", stale_after=1.0)
+        assert not other.store.lead("reaper", stale_after=1.0)
         time.sleep(1.3)  # the leader holds its lock but stops stamping (frozen)
-        assert other.store.lead(stale_after=1.0)
+        assert other.store.lead("reaper", stale_after=1.0)
     finally:
         leader.close()
         other.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -71,6 +72,9 @@ def load_app(spec: str, url: str | None) -> Durq:
     """Import ``module:attr`` (or ``module`` with a ``dq`` attribute) from the current directory.
 
     The app keeps its own database URL unless ``url`` (``--db`` or ``$DURQ_URL``) is given.
+    Exits 2 with one line (never a traceback) when the module cannot be imported, raises
+    anything while it is imported (the line names the exception and the file and line it
+    was raised at), lacks the attribute, or the attribute is not a :class:`durq.Durq`.
     """
     module_name, _, attr = spec.partition(":")
     sys.path.insert(0, os.getcwd())
@@ -87,6 +91,8 @@ def load_app(spec: str, url: str | None) -> Durq:
             head, _, tail = module_name.rpartition(".")
             hint = f" (did you mean {head}:{tail}? the form is MODULE:ATTR)"
         fail(f"cannot import {module_name!r}: {exc}{hint}", EXIT_USAGE)
+    except Exception as exc:  # noqa: BLE001 - the app's own code raised while importing
+        fail(f"importing {module_name!r} raised {_raised_where(exc)}", EXIT_USAGE)
     name = attr or "dq"
     if not hasattr(module, name):
         found = _durq_attributes(module_name)
@@ -108,6 +114,20 @@ def _durq_attributes(module_name: str) -> list[str]:
     except Exception:  # noqa: BLE001 - only a hint; the caller reports the real problem
         return []
     return sorted(k for k, v in vars(module).items() if isinstance(v, Durq))
+
+
+def _raised_where(exc: Exception) -> str:
+    """``RuntimeError: boom (at /app/jobs.py:12)``: the exception and the file and line
+    where it was raised (for a ``SyntaxError``, the line that does not parse)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{type(exc).__name__}: {exc.msg} (at {exc.filename}:{exc.lineno})"
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")
+    ]
+    if frames:
+        text += f" (at {frames[-1].filename}:{frames[-1].lineno})"
+    return text
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

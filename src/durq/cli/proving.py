@@ -149,6 +149,13 @@ def verify(
 )
 @click.option("--queue", default="durq-soak", show_default=True, help="Must be empty.")
 @click.option("--seed", default=None, type=int, help="Seeds the mix, durations and kills.")
+@click.option(
+    "--producers",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Producer processes, killed like the workers (0: a thread of the soak, never killed).",
+)
 @json_option
 def soak(
     db: str,
@@ -166,6 +173,7 @@ def soak(
     warmup: float | None,
     queue: str,
     seed: int | None,
+    producers: int,
     as_json: bool,
 ) -> None:
     """Soak this database: mixed jobs (fast, slow, flaky, failing, retried, timing out,
@@ -177,7 +185,7 @@ def soak(
 
     config = SoakConfig(
         db, seconds, rate, workers, concurrency, lease, (kill_min, kill_max), retain,
-        prune_interval, report_every, drain, warmup, queue, seed,
+        prune_interval, report_every, drain, warmup, queue, seed, producers,
     )  # fmt: skip
 
     def progress(line: str) -> None:

@@ -124,8 +124,14 @@ def status_wide(snap: dict[str, Any]) -> None:
     workers = snap["workers"]
     console.print(f"live workers: {len(workers)}")
     for w in workers:
+        wedged = w.get("wedged", 0)
+        held = (
+            f" [red]wedged={wedged}[/] (slots held by task bodies past their timeout)"
+            if wedged
+            else ""
+        )
         console.print(
-            f"  {w['id']} queues={','.join(w['queues'])} seen {ago(w['last_seen_age'])} ago"
+            f"  {w['id']} queues={','.join(w['queues'])} seen {ago(w['last_seen_age'])} ago{held}"
         )
     reap = snap["last_reap"]
     if reap:

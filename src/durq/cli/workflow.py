@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -79,47 +80,73 @@ def periodic() -> None:
 @click.option("--db", envvar="DURQ_URL", default=None, help="Override the app's database URL.")
 @json_option
 def periodic_list(app_spec: str, db: str | None, as_json: bool) -> None:
-    """Each schedule of the app: name, task, cron, time zone, last slot enqueued, next slot."""
+    """Each schedule of the app and each stored in the database: name, task, cron, time
+    zone, last slot enqueued, next slot, and its standing: "live" (a live worker defines
+    it; the leader fires it), "orphaned" (no live worker has defined it for a while: not
+    fired), "not stored" (no worker of this code has started yet), "differs" (the
+    stored definition, which the leader fires, is not this app's) and "not in this app"
+    (another code version defines it)."""
     from datetime import datetime
 
     from rich.table import Table
 
+    from durq.model import ScheduleRecord
+    from durq.periodic import from_record
+    from durq.worker.scheduler import ORPHAN_AFTER, own_definitions
+
     app = load_app(app_spec, db)
-    stored: dict[str, tuple[float, int | None]] = {}
+    stored: dict[str, ScheduleRecord] = {}
     now = time.time()
     if not _sqlite_file_missing(app.url):  # schedules are in code: no database is needed
         try:
             reader = closed_at_exit(Durq(app.url, migrate=False))
-            stored = reader.store.periodic_slots()
+            stored = {r.name: r for r in reader.store.schedules()}
             now = reader.store.now()
         except DurqError as exc:
             fail(str(exc))
+    mine = {d.name: d for d in own_definitions(app)}
     rows: list[dict[str, Any]] = []
     table = Table()
-    for col in ("name", "task", "cron", "tz", "last slot", "job", "next slot"):
+    for col in ("name", "task", "cron", "tz", "last slot", "job", "next slot", "standing"):
         table.add_column(col)
-    for p in app.periodics.values():
-        last, job_id = stored.get(p.name, (None, None))
+    for name in sorted(set(mine) | set(stored)):
+        r = stored.get(name)
+        notes: list[str] = []
+        p = app.periodics.get(name)
+        if r is not None and r.definition is not None:
+            with contextlib.suppress(DurqError):
+                p = from_record(r)
+            alive = r.seen_at is not None and now - r.seen_at <= ORPHAN_AFTER
+            notes.append("live" if alive else "orphaned")
+            if name not in mine:
+                notes.append("not in this app")
+            elif (mine[name].cron, mine[name].tz, mine[name].task, mine[name].definition) != (
+                r.cron, r.tz, r.task, r.definition,
+            ):  # fmt: skip
+                notes.append("differs")
+        else:
+            notes.append("not stored")
+        if p is None:
+            continue
+        last = r.last_slot if r is not None else None
+        job_id = r.job_id if r is not None else None
         upcoming = p.next_slot(max(now, last or now))
+        if job_id is None:  # an anchor (where the schedule started), not a slot that ran
+            last = None
         if job_id is None:  # an anchor (where the schedule started), not a slot that ran
             last = None
         last_local = None if last is None else datetime.fromtimestamp(last, p.tzinfo).isoformat()
         next_local = datetime.fromtimestamp(upcoming, p.tzinfo).isoformat()
         rows.append(
             {
-                "name": p.name,
-                "task": p.task,
-                "cron": p.cron,
-                "tz": p.tz,
-                "queue": p.queue,
-                "catch_up": p.catch_up,
-                "last_slot": last,
-                "last_slot_local": last_local,
-                "last_job_id": job_id,
-                "next_slot": upcoming,
-                "next_slot_local": next_local,
+                "name": p.name, "task": p.task, "cron": p.cron, "tz": p.tz, "queue": p.queue,
+                "catch_up": p.catch_up, "last_slot": last, "last_slot_local": last_local,
+                "last_job_id": job_id, "next_slot": upcoming, "next_slot_local": next_local,
+                "standing": notes, "code_version": r.code_version if r else None,
+                "defined_by": r.defined_by if r else None,
+                "seen_at": r.seen_at if r else None,
             }
-        )
+        )  # fmt: skip
         table.add_row(
             p.name,
             p.task,
@@ -128,11 +155,20 @@ def periodic_list(app_spec: str, db: str | None, as_json: bool) -> None:
             render.when(last, p.tzinfo),  # in the schedule's own zone, as its cron reads
             str(job_id or "-"),
             render.when(upcoming, p.tzinfo),
+            ", ".join(notes),
         )
     if as_json:
         render.print_json(rows)
         return
     render.console.print(table)
+    for row in rows:
+        if "orphaned" in row["standing"]:
+            render.console.print(
+                f"warning: {row['name']!r} is orphaned: no live worker has defined it for "
+                f"over {ORPHAN_AFTER:g} s (last by {row['defined_by']}, "
+                f"{row['code_version']}); it is not fired",
+                style="yellow", highlight=False, markup=False,
+            )  # fmt: skip
 
 
 def _sqlite_file_missing(url: str) -> bool:

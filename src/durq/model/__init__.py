@@ -34,6 +34,7 @@ from durq.model.jobs import (
 )
 from durq.model.limits import JobLimit, LimitUsage
 from durq.model.pauses import QueuePause
+from durq.model.schedules import ScheduleDefinition, ScheduleRecord
 from durq.model.status import StatusData, WorkerInfo
 from durq.model.steps import StepRecord
 
@@ -66,6 +67,8 @@ __all__ = [
     "QueuePause",
     "ReapSummary",
     "RefResult",
+    "ScheduleDefinition",
+    "ScheduleRecord",
     "Series",
     "StatusData",
     "StepRecord",

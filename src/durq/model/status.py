@@ -8,7 +8,11 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class WorkerInfo:
-    """A worker as registered in the store (for status: live workers, stranded jobs)."""
+    """A worker as registered in the store (for status: live workers, stranded jobs).
+
+    ``wedged`` is the number of its slots held by task bodies past their timeout, as of its
+    last heartbeat (a ``def`` task that never returns keeps its thread and its slot).
+    """
 
     id: str
     host: str
@@ -18,6 +22,7 @@ class WorkerInfo:
     started_at: float
     last_seen: float
     lease: float
+    wedged: int = 0
 
 
 @dataclass(slots=True)

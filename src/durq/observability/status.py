@@ -21,7 +21,8 @@ def snapshot(data: StatusData) -> dict[str, Any]:
          "queues": {name: {"counts": {state: int, ...}, "oldest_queued_age": seconds | None,
                            "in_backoff": int, "stranded": int, "paused": {...} | None}},
          "stranded": [{"queue", "task", "jobs"}],   # queued jobs no live worker can run
-         "workers": [{"id", "host", "pid", "queues", "tasks", "last_seen_age"}],
+         "workers": [{"id", "host", "pid", "queues", "tasks", "last_seen_age",
+                      "wedged"}],  # wedged: slots held by bodies past their timeout
          "last_reap": {"at", "recovered", "failed"} | None}
 
     ``in_backoff`` counts scheduled jobs that already used an attempt (retries waiting).
@@ -71,6 +72,7 @@ def snapshot(data: StatusData) -> dict[str, Any]:
                 "queues": list(w.queues),
                 "tasks": list(w.tasks),
                 "last_seen_age": max(0.0, now - w.last_seen),
+                "wedged": w.wedged,
             }
             for w in live
         ],

@@ -39,6 +39,7 @@ registrations of its workers, like ``durq verify``.
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import secrets
@@ -77,6 +78,7 @@ from durq.proving.soak_observe import (
     lease_lost,
     size_bounded,
 )
+from durq.proving.soak_producers import LedgerLog, ProducerProcess
 from durq.proving.soak_report import SoakReport, interval_line, report_tables
 
 __all__ = [
@@ -97,6 +99,12 @@ __all__ = [
 
 #: Seconds between iterations of the main loop (kills, exits, runs file).
 LOOP_INTERVAL = 0.1
+#: With ``--producers``, the share of kills that hit a producer process (the rest hit
+#: workers): a producer takes about a second to start again, so a larger share would
+#: starve the workers of jobs.
+PRODUCER_KILL_SHARE = 0.25
+#: The tasks the soak enqueues (its queue also holds the hook jobs of expired jobs).
+SOAK_TASKS = frozenset({soak_app.WORK_TASK, soak_app.TIMEOUT_TASK, soak_app.ATIMEOUT_TASK})
 
 
 class _Soak:
@@ -130,6 +138,13 @@ class _Soak:
         self.pool = WorkerPool(spec, f"durq-soak-{os.getpid()}-{secrets.token_hex(3)}")
         self.t0 = time.monotonic()
         self.producer: Producer | None = None
+        self.producers: list[ProducerProcess] = []
+        self.ledger_log = LedgerLog(self.workdir / "ledger.txt")
+        self.producer_count = 0
+        self.producer_kills = 0
+        self.kill_times: dict[int, float] = {}  # pid -> epoch seconds of its signal
+        self.found: set[int] = set()  # every finished id the soak read (ledger or not)
+        self.seen_early: dict[int, Seen] = {}  # finished before the soak read its ledger line
 
     # -- workers --
 
@@ -143,14 +158,67 @@ class _Soak:
         """Seconds since the soak started."""
         return time.monotonic() - self.t0
 
+    def launch_producer(self) -> None:
+        """Start one producer process at its share of the rate."""
+        cfg = self.config
+        self.producer_count += 1
+        self.producers.append(
+            ProducerProcess(
+                f"producer-{self.producer_count}",
+                cfg,
+                self.url,
+                cfg.rate / cfg.producers,
+                self.rng.getrandbits(32),
+                self.ledger_log.path,
+                self.workdir,
+            )
+        )
+
+    def enqueued(self) -> int:
+        """Jobs acknowledged so far (in the ledger)."""
+        if self.producer is not None:
+            return self.producer.enqueued
+        with self.lock:
+            return len(self.ledger)
+
+    def read_ledger(self) -> int:
+        """Take in the jobs the producer processes acknowledged since the last read;
+        returns how many of them the soak had already seen finished."""
+        entries = self.ledger_log.poll()
+        early_seen = 0
+        with self.lock:
+            for job_id, expect in entries:
+                self.ledger[job_id] = expect
+                early = self.seen_early.pop(job_id, None)
+                if early is not None:
+                    self.seen[job_id] = early
+                    early_seen += 1
+                else:
+                    self.pending.add(job_id)
+        return early_seen
+
     def kill_one(self) -> None:
-        """SIGKILL or SIGTERM a random worker other than the canary, and replace it."""
+        """SIGKILL or SIGTERM a random worker other than the canary, or a producer
+        process, and replace it."""
         victims = [p for p in self.pool.live if not self.series[p.pid].canary]
+        sig = self.rng.choice((signal.SIGKILL, signal.SIGTERM))
+        if self.producers and (not victims or self.rng.random() < PRODUCER_KILL_SHARE):
+            target = self.rng.choice(self.producers)
+            self.producers.remove(target)
+            target.signal(sig)
+            if sig == signal.SIGKILL:
+                self.sigkills += 1
+            else:
+                self.sigterms += 1
+            self.producer_kills += 1
+            target.proc.wait()  # SIGTERM: it stops after its current transaction
+            self.launch_producer()
+            return
         if not victims:
             return
         victim = self.rng.choice(victims)
-        sig = self.rng.choice((signal.SIGKILL, signal.SIGTERM))
         self.signalled.add(victim.pid)
+        self.kill_times[victim.pid] = time.time()
         if sig == signal.SIGKILL:
             self.sigkills += 1
             self.series[victim.pid].end = "SIGKILL"
@@ -187,8 +255,12 @@ class _Soak:
             )
             for r in rows:
                 found[r.id] = Seen(r.state, r.attempts, lease_lost(r.errors), at)
+                if r.task in SOAK_TASKS:  # not the hook jobs of expired ones
+                    self.found.add(r.id)
         n = 0
         with self.lock:
+            for job_id in set(found) - set(self.seen) - self.pending:
+                self.seen_early[job_id] = found[job_id]  # finished before its ledger line
             for job_id in list(self.pending):
                 s = found.get(job_id)
                 if s is not None:
@@ -247,15 +319,19 @@ class _Soak:
         self.launch(canary=True)
         for _ in range(cfg.workers - 1):
             self.launch()
-        self.producer = Producer(
-            self.url,
-            cfg,
-            random.Random(self.rng.getrandbits(64)),
-            self.ledger,
-            self.pending,
-            self.lock,
-        )
-        self.producer.start()
+        if cfg.producers:
+            for _ in range(cfg.producers):
+                self.launch_producer()
+        else:
+            self.producer = Producer(
+                self.url,
+                cfg,
+                random.Random(self.rng.getrandbits(64)),
+                self.ledger,
+                self.pending,
+                self.lock,
+            )
+            self.producer.start()
         self.say(
             f"soak: {cfg.seconds:g} s at {cfg.rate:g} jobs/s, {cfg.workers} workers x "
             f"{cfg.concurrency}, retain {cfg.retain:g} s, seed {self.seed}"
@@ -270,12 +346,13 @@ class _Soak:
         while True:
             now = self.now()
             self.runs.poll()
+            finished += self.read_ledger()
             self.check_workers()
             if producing and now >= cfg.seconds:
                 producing = False
-                self.producer.stop()
+                finished += self.stop_producers()
                 drain_until = now + cfg.drain
-                self.say(f"producer stopped after {self.producer.enqueued} jobs; draining")
+                self.say(f"producer stopped after {self.enqueued()} jobs; draining")
             if producing and now >= next_kill:
                 self.kill_one()
                 next_kill = now + self.rng.uniform(*cfg.kill_every)
@@ -289,8 +366,8 @@ class _Soak:
                 self.sample()
                 next_sample = now + SAMPLE_INTERVAL
             if now >= next_report:
-                self.interval(last_report, self.producer.enqueued - enq_mark, finished - fin_mark)
-                last_report, enq_mark, fin_mark = now, self.producer.enqueued, finished
+                self.interval(last_report, self.enqueued() - enq_mark, finished - fin_mark)
+                last_report, enq_mark, fin_mark = now, self.enqueued(), finished
                 next_report = now + cfg.report_every
             if not producing:
                 with self.lock:
@@ -300,15 +377,24 @@ class _Soak:
             time.sleep(LOOP_INTERVAL)
         self.sample()
         if self.now() > last_report:
-            self.interval(last_report, self.producer.enqueued - enq_mark, finished - fin_mark)
+            self.interval(last_report, self.enqueued() - enq_mark, finished - fin_mark)
         elapsed = self.now()
         self.pool.stop()
         self.runs.poll()
         return self.analyse(elapsed)
 
+    def stop_producers(self) -> int:
+        """Stop enqueueing (the thread, or every producer process) and read the ledger
+        (returns :meth:`read_ledger`'s count)."""
+        if self.producer is not None:
+            self.producer.stop()
+        for p in self.producers:
+            p.stop()
+        self.producers.clear()
+        return self.read_ledger()
+
     def analyse(self, elapsed: float) -> SoakReport:
         """Settle the jobs still pending and count what ran against the ledger."""
-        assert self.producer is not None
         late = self.observe()  # those that finished between the last read and the stop
         lost: list[int] = []
         stuck: list[int] = []
@@ -322,15 +408,34 @@ class _Soak:
                 )
             else:
                 stuck.append(job_id)
-        wrong = sorted(
+        starts: dict[int, list[int]] = defaultdict(list)
+        start_times: dict[int, list[tuple[float, int]]] = defaultdict(list)
+        for r in self.runs.runs:
+            if r.kind == "start":
+                starts[r.job_id].append(r.pid)
+                start_times[r.job_id].append((r.at, r.pid))
+        wrong_all = sorted(
             (i, s.state, self.ledger[i].state)
             for i, s in self.seen.items()
             if s.state != self.ledger[i].state
         )
-        starts: dict[int, list[int]] = defaultdict(list)
-        for r in self.runs.runs:
-            if r.kind == "start":
-                starts[r.job_id].append(r.pid)
+        # a job that failed although planned to succeed, and had an attempt in a worker
+        # the soak signalled: the kills used up its attempts (a kill costs the attempt
+        # it interrupts), which the contract allows; any other wrong state fails the soak
+        by_kills = [
+            w for w in wrong_all
+            if w[1] == "failed" and (
+                any(p in self.signalled for p in starts.get(w[0], ()))
+                or self.seen[w[0]].lease_lost > 0  # killed after its claim, before its body began
+            )
+        ]  # fmt: skip
+        wrong = [w for w in wrong_all if w not in by_kills]
+        worst = 0.0  # the longest wait from a worker's signal to its job's next start
+        for runs in start_times.values():
+            runs.sort()
+            for (_, pid), (nxt, _) in itertools.pairwise(runs):
+                if pid in self.kill_times:
+                    worst = max(worst, nxt - self.kill_times[pid])
         dups = count_duplicates(starts, self.ledger, self.seen, self.signalled)
         by_kind: dict[str, dict[str, int]] = {}
         for k in KINDS:
@@ -352,6 +457,10 @@ class _Soak:
             wrong=wrong,
             stuck=stuck,
             late_seen=late,
+            wrong_by_kills=by_kills,
+            worst_recovery=worst,
+            producer_kills=self.producer_kills,
+            unacknowledged=len(self.found - set(self.ledger)),
             duplicate_runs=dups.runs,
             duplicate_jobs=dups.jobs,
             from_signalled=dups.from_signalled,
@@ -360,7 +469,7 @@ class _Soak:
             sigkills=self.sigkills,
             sigterms=self.sigterms,
             worker_exits=self.pool.exits,
-            producer_errors=self.producer.errors,
+            producer_errors=self.producer.errors if self.producer is not None else [],
             intervals=self.intervals,
             workers=list(self.series.values()),
             db_samples=self.db_samples,
@@ -372,6 +481,8 @@ class _Soak:
         registrations, and remove the temp dir (kept when ``keep_workdir``); see
         :func:`durq.proving.session.clean_up`."""
         producer = self.producer
+        for p in self.producers:
+            p.stop()
         session.clean_up(
             self.app,
             self.pool,

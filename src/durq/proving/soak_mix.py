@@ -83,6 +83,9 @@ class SoakConfig:
             the run, at most 60).
         queue: the queue the jobs go to; it must be empty.
         seed: seeds the mix, durations and kills (None: a random seed, reported).
+        producers: 0 to enqueue from a thread of the soak; N >= 1 to enqueue from N
+            producer processes (:mod:`durq.proving.soak_producers`, ``rate / N`` each)
+            that are killed and restarted like the workers.
     """
 
     url: str
@@ -99,6 +102,7 @@ class SoakConfig:
     warmup: float | None = None
     queue: str = soak_app.QUEUE
     seed: int | None = None
+    producers: int = 0
 
     def check(self) -> None:
         """Raises:
@@ -118,6 +122,8 @@ class SoakConfig:
             raise ConfigError(
                 f"workers must be >= 2 (worker 0 is never killed), not {self.workers}"
             )
+        if self.producers < 0:
+            raise ConfigError(f"producers must be >= 0, not {self.producers}")
         if self.concurrency < 1:
             raise ConfigError(f"concurrency must be >= 1, not {self.concurrency}")
         low, high = self.kill_every

@@ -47,6 +47,10 @@ class SoakReport(Verdict):
     db_samples: list[tuple[float, int]]
     db_errors: list[tuple[float, str]] = field(default_factory=list)
     workdir: str | None = None
+    wrong_by_kills: list[tuple[int, str, str]] = field(default_factory=list)
+    worst_recovery: float = 0.0
+    producer_kills: int = 0
+    unacknowledged: int = 0
 
     @property
     def warmup(self) -> float:
@@ -137,6 +141,10 @@ class SoakReport(Verdict):
             "lost": len(self.lost),
             "lost_ids": self.lost[:100],
             "wrong": [{"id": i, "state": s, "expected": e} for i, s, e in self.wrong[:100]],
+            "wrong_by_kills": len(self.wrong_by_kills),
+            "worst_recovery": round(self.worst_recovery, 3),
+            "producer_kills": self.producer_kills,
+            "unacknowledged": self.unacknowledged,
             "stuck": len(self.stuck),
             "stuck_ids": self.stuck[:100],
             "seen_only_at_the_end": self.late_seen,
@@ -226,6 +234,7 @@ def report_tables(report: SoakReport) -> list[Table]:
         ("finished (seen)", str(report.finished)),
         ("lost", str(len(report.lost))),
         ("wrong state", str(len(report.wrong))),
+        ("  failed: every attempt used up by kills", str(len(report.wrong_by_kills))),
         ("stuck", str(len(report.stuck))),
         ("duplicate runs", str(report.duplicate_runs)),
         ("  jobs with extra runs", str(report.duplicate_jobs)),
@@ -233,6 +242,9 @@ def report_tables(report: SoakReport) -> list[Table]:
         ("  explained by a lost lease", str(report.after_lost_lease)),
         ("  unexplained", str(len(report.violations))),
         ("kills", f"{report.sigkills} SIGKILL, {report.sigterms} SIGTERM"),
+        ("  of producer processes", str(report.producer_kills)),
+        ("  jobs enqueued but not acknowledged", str(report.unacknowledged)),
+        ("worst recovery (signal -> next start)", f"{report.worst_recovery:.1f} s"),
         ("producer errors", str(len(report.producer_errors))),
         ("database errors (soak's own reads)", str(len(report.db_errors))),
         (

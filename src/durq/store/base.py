@@ -30,6 +30,8 @@ from durq.model import (
     QueuePause,
     ReapSummary,
     RefResult,
+    ScheduleDefinition,
+    ScheduleRecord,
     StatusData,
     StepRecord,
     SweepSummary,
@@ -146,15 +148,23 @@ class Store(Protocol):
 
     def register_worker(self, info: WorkerInfo) -> None: ...
 
-    def touch_worker(self, worker_id: str) -> None: ...
+    def touch_worker(self, worker_id: str, wedged: int = 0) -> None:
+        """Mark the worker seen now, with ``wedged`` slots held by task bodies past their
+        timeout (see :attr:`durq.model.WorkerInfo.wedged`)."""
+        ...
 
     def unregister_worker(self, worker_id: str) -> None: ...
 
     def status_data(self) -> StatusData: ...
 
-    def lead(self, what: str = "maintenance", stale_after: float = 15.0) -> bool:
-        """True when this process should run leader-only services (the reaper) now;
-        also True for a stand-in when the leader has not been seen for ``stale_after`` s."""
+    def lead(self, what: str, stale_after: float = 15.0) -> bool:
+        """True when this process should perform the leader duty ``what`` now.
+
+        Each duty (``"reaper"``, ``"sweeper"``, ``"scheduler"``, ``"pruner"``) is led on
+        its own, by one of the processes that perform it: only those ask, so a worker that
+        opts out of a duty (``--no-prune``) never stands in the way of one that performs
+        it. Also True for a stand-in when the duty's leader has not been seen for
+        ``stale_after`` seconds."""
         ...
 
     def changed(self) -> bool:
@@ -240,9 +250,27 @@ class Store(Protocol):
         """Per periodic schedule name: (last slot enqueued, its job id or None) as stored."""
         ...
 
-    def periodic_anchor(self, names: Sequence[str], at: float) -> None:
-        """Start the schedules ``names`` that have no row yet at slot time ``at`` (epoch
-        seconds): slots at or before it are never enqueued. Existing rows are left alone."""
+    def schedules(self) -> list[ScheduleRecord]:
+        """Every stored periodic schedule, by name, as last registered by a worker."""
+        ...
+
+    def define_schedules(
+        self,
+        schedules: Sequence[ScheduleDefinition],
+        code_version: str,
+        worker_id: str,
+        fresh: float,
+    ) -> None:
+        """Store the definitions of ``schedules`` (in one transaction), as registered by
+        ``worker_id`` running ``code_version``, and mark them seen now. A schedule with no
+        row yet is anchored now (its first slot is the next one); an existing row keeps its
+        last slot. A row whose definition and code version are unchanged and that was seen
+        within ``fresh`` seconds is left alone (no write)."""
+        ...
+
+    def touch_schedules(self, names: Sequence[str]) -> None:
+        """Mark the stored schedules ``names`` as seen now by a live worker that defines
+        them (a schedule nobody touches for a while is orphaned: reported, not fired)."""
         ...
 
     def enqueue_periodic(self, name: str, slot: float, job: NewJob) -> Inserted | None:

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 from durq.classify import PERMANENT, Classification, classify, describe
 from durq.codecs import UndecodableValue, decode_with, encode_with
 from durq.context import JobContext, bind, unbind
-from durq.errors import PauseQueue, PayloadError, Permanent
+from durq.errors import PauseQueue, PayloadError, PayloadTooLarge, Permanent
 from durq.failpoints import hit
 from durq.model import AttemptError, Claimed, Outcome
 from durq.pause import pause_outcome
-from durq.payload import UndecodablePayload, decode_payload, encode
+from durq.payload import UndecodablePayload, decode_payload, encode_result
 from durq.retry import MAX_RETRY_AFTER, retry_after_of
 
 if TYPE_CHECKING:
@@ -109,7 +109,9 @@ class Executor:
 
     def succeeded(self, job: Claimed, value: Any) -> Outcome:
         try:
-            result = encode(value, what="result", limit=self.app.payload_limit)
+            result = encode_result(value, self.app.result_limit)
+        except PayloadTooLarge as exc:
+            return self.failed(job, type(exc).__name__, describe(exc), "result_too_large")
         except PayloadError as exc:
             return self.failed(job, type(exc).__name__, describe(exc), "unserialisable_result")
         result = encode_with(self.app.store.codec, result)

@@ -1,6 +1,7 @@
 """The pruner: the worker's retention service (DESIGN §2: terminal rows are pruned by a
-retention policy). Leader-only, like the reaper: on PostgreSQL one process prunes (with a
-stand-in when the leader's stamp goes stale, harmless since each delete is conditional);
+retention policy). Leader-only, like the reaper: on PostgreSQL one process prunes — among
+the workers that run a pruner: the duty ``"pruner"`` is led on its own (with a stand-in when
+the leader's stamp goes stale, harmless since each delete is conditional);
 on SQLite every worker may, each chunk being its own short write transaction.
 """
 
@@ -89,7 +90,10 @@ class Pruner(Service):
         """One pass, if this process leads now; the counts per state, or None."""
         w = self.worker
         store = w.app.store
-        if not store.lead("maintenance", stale_after=max(3 * w.reap_interval, 1.0)):
+        # its own duty (issue 13): a worker started with --no-prune has no Pruner and never
+        # asks, so it cannot hold retention back for the workers that prune; the stamp is
+        # renewed once a pass, so a stand-in waits three passes
+        if not store.lead("pruner", stale_after=max(3 * self.interval, 1.0)):
             return None
         counts = prune(store, self.ages, None, self.chunk)
         self.last = counts

@@ -236,7 +236,9 @@ class Heartbeat(Service):
                 task=attempt.job.task,
                 attempt=attempt.job.attempt,
             )
-        w.app.store.report_worker(w.id, w.self_report())
+        w.app.store.report_worker(w.id, w.self_report())  # what the worker list shows
+        # the slots held by bodies past their timeout, and (SQLite) the clock's mark
+        w.app.store.touch_worker(w.id, w.inflight.wedged(time.monotonic()))
 
 
 class Reaper(Service):
@@ -260,7 +262,7 @@ class Reaper(Service):
 
     def reap_once(self) -> None:
         store = self.worker.app.store
-        if not store.lead("maintenance", stale_after=max(3 * self.worker.reap_interval, 1.0)):
+        if not store.lead("reaper", stale_after=max(3 * self.worker.reap_interval, 1.0)):
             return
         summary = store.reap(fail_tasks(self.worker.app))
         self.worker.stats.rescued += summary.recovered

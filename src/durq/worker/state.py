@@ -104,6 +104,16 @@ class InFlight:
                 attempt.abandoned = True
             return late
 
+    def wedged(self, now: float) -> int:
+        """Slots held by task bodies past their timeout (``now``: ``time.monotonic()``):
+        attempts whose code has not returned although their deadline has passed."""
+        with self.lock:
+            return sum(
+                1
+                for a in self.attempts.values()
+                if a.deadline is not None and now >= a.deadline and not a.returned
+            )
+
     def __len__(self) -> int:
         with self.lock:
             return len(self.attempts)

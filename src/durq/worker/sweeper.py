@@ -36,8 +36,8 @@ SWEEP_LIMIT = 500
 
 
 class Sweeper(Service):
-    """Runs the deadline sweep on the leader (``store.lead("maintenance")``, the reaper's
-    leadership: a stand-in that sweeps beside a frozen leader is harmless, since every
+    """Runs the deadline sweep on the leader of the duty ``"sweeper"`` (``store.lead``; a
+    stand-in that sweeps beside a frozen leader is harmless, since every
     change is conditional and each hook job has a unique key)."""
 
     name = "sweeper"
@@ -61,7 +61,7 @@ class Sweeper(Service):
         """One pass if this process leads; repeated while a step hit :data:`SWEEP_LIMIT`."""
         store = self.worker.app.store
         stale = max(3 * self.worker.reap_interval, 1.0)
-        if not store.lead("maintenance", stale_after=stale):
+        if not store.lead("sweeper", stale_after=stale):
             return
         while True:
             summary = store.sweep(HOOK_MAX_ATTEMPTS, SWEEP_LIMIT)

@@ -16,6 +16,7 @@ from functools import partial
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from durq.checks import check_worker_timing
 from durq.classify import describe
 from durq.context import JobContext
 from durq.errors import ConfigError
@@ -57,9 +58,10 @@ class Worker:
             for a commit. Only while jobs are short: see :mod:`durq.worker.prefetch`.
             Jobs with a limit and jobs of a paused queue are never claimed ahead; jobs
             held at shutdown go back without spending an attempt.
-        lease: seconds a claim lasts without a heartbeat (default 30).
-        heartbeat_interval: seconds between lease extensions (default lease / 3).
-        grace: seconds running jobs get to finish at shutdown (default 30).
+        lease: seconds a claim lasts without a heartbeat (default 30; finite, above 0).
+        heartbeat_interval: seconds between lease extensions (default lease / 3; at most a
+            third of the lease).
+        grace: seconds running jobs get to finish at shutdown (default 30; finite, >= 0).
         free_requeues: shutdowns per job that give its attempt back (default 2); later
             ones consume it, so restarts cannot loop a job forever.
         worker_id: a unique id (default ``host:pid:random``).
@@ -74,7 +76,8 @@ class Worker:
             pruner off.
 
     Raises:
-        ConfigError: a bad option, or no registered tasks.
+        ConfigError: a bad option (see :func:`durq.checks.check_worker_timing` for the
+            timing rules: the message says what would fit), or no registered tasks.
     """
 
     def __init__(
@@ -101,10 +104,16 @@ class Worker:
             raise ConfigError(f"concurrency must be >= 1, not {concurrency}")
         if prefetch is not None and prefetch < 0:
             raise ConfigError(f"prefetch must be >= 0, not {prefetch}")
-        if not lease > 0:
-            raise ConfigError(f"lease must be > 0 seconds, not {lease}")
-        if grace < 0 or free_requeues < 0:
-            raise ConfigError("grace and free_requeues must be >= 0")
+        check_worker_timing(
+            lease=lease,
+            heartbeat_interval=heartbeat_interval,
+            grace=grace,
+            reap_interval=reap_interval,
+            poll_interval=poll_interval,
+            idle_claim_interval=idle_claim_interval,
+        )
+        if free_requeues < 0:
+            raise ConfigError(f"free_requeues must be >= 0, not {free_requeues}")
         self.app = app
         self.sweeper = attach_sweeper(self, app)  # deadlines: adds the tasks' hook tasks
         self.queues = list(queues or sorted({t.queue for t in app.tasks.values()}))

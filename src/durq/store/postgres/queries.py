@@ -316,14 +316,17 @@ ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues 
     lease = excluded.lease
 """
 
-TOUCH_WORKER = "UPDATE {s}.workers SET last_seen = {s}.epoch(%(at)s) WHERE id = %(id)s"
+TOUCH_WORKER = (
+    "UPDATE {s}.workers SET last_seen = {s}.epoch(%(at)s), wedged = %(wedged)s WHERE id = %(id)s"
+)
 
 DELETE_WORKER = "DELETE FROM {s}.workers WHERE id = %(id)s"
 
 DELETE_DEAD_WORKERS = "DELETE FROM {s}.workers WHERE last_seen + 10 * lease < {s}.epoch(%(at)s)"
 
 SELECT_WORKERS = (
-    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease FROM {s}.workers ORDER BY id"
+    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease, wedged FROM {s}.workers "
+    "ORDER BY id"
 )
 
 PUT_META = """

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from durq.failpoints import hit
-from durq.model import Inserted, NewJob
+from durq.model import Inserted, NewJob, ScheduleDefinition, ScheduleRecord
 from durq.store.postgres import periodic as per
 from durq.store.postgres.base import PostgresBase
 from durq.store.postgres.connection import render
@@ -27,12 +27,57 @@ class SchedulingMixin(PostgresBase):
             rows = conn.execute(self._periodic_sql("SELECT_SLOTS")).fetchall()
         return {r[0]: (float(r[1]), None if r[2] is None else int(r[2])) for r in rows}
 
-    def periodic_anchor(self, names: Sequence[str], at: float) -> None:
+    def schedules(self) -> list[ScheduleRecord]:
+        with self._tx(transaction=False) as conn:
+            rows = conn.execute(self._periodic_sql("SELECT_SCHEDULES")).fetchall()
+        return [
+            ScheduleRecord(
+                r[0],
+                float(r[1]),
+                None if r[2] is None else int(r[2]),
+                r[3],
+                r[4],
+                r[5],
+                r[6],
+                r[7],
+                r[8],
+                None if r[9] is None else float(r[9]),
+            )
+            for r in rows
+        ]
+
+    def define_schedules(
+        self,
+        schedules: Sequence[ScheduleDefinition],
+        code_version: str,
+        worker_id: str,
+        fresh: float,
+    ) -> None:
+        if not schedules:
+            return
+        at = self._at()
+        rows = [
+            {
+                "name": d.name,
+                "cron": d.cron,
+                "tz": d.tz,
+                "task": d.task,
+                "definition": d.definition,
+                "code_version": code_version,
+                "defined_by": worker_id,
+                "at": at,
+                "window": float(fresh),
+            }
+            for d in schedules
+        ]
+        with self._tx() as conn, conn.cursor() as cur:
+            cur.executemany(self._periodic_sql("DEFINE"), rows)
+
+    def touch_schedules(self, names: Sequence[str]) -> None:
         if not names:
             return
-        params = {"at": self._at(), "at_slot": float(at), "names": list(names)}
         with self._tx(transaction=False) as conn:
-            conn.execute(self._periodic_sql("ANCHOR"), params)
+            conn.execute(self._periodic_sql("TOUCH"), {"at": self._at(), "names": list(names)})
 
     def enqueue_periodic(self, name: str, slot: float, job: NewJob) -> Inserted | None:
         params = {"at": self._at(), "name": name, "slot": float(slot)}

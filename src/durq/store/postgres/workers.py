@@ -27,9 +27,10 @@ class WorkersMixin(PostgresBase):
             conn.execute(self._sql["DELETE_DEAD_WORKERS"], {"at": params["at"]})
             conn.execute(self._sql["UPSERT_WORKER"], params)
 
-    def touch_worker(self, worker_id: str) -> None:
+    def touch_worker(self, worker_id: str, wedged: int = 0) -> None:
         with self._tx(transaction=False) as conn:
-            conn.execute(self._sql["TOUCH_WORKER"], {"at": self._at(), "id": worker_id})
+            params = {"at": self._at(), "id": worker_id, "wedged": wedged}
+            conn.execute(self._sql["TOUCH_WORKER"], params)
 
     def unregister_worker(self, worker_id: str) -> None:
         with self._tx(transaction=False) as conn:
@@ -64,6 +65,7 @@ class WorkersMixin(PostgresBase):
                         r[5],
                         r[6],
                         r[7],
+                        int(r[8] or 0),
                     )
                 )
             meta = conn.execute(self._sql["GET_META"], {"key": "last_reap"}).fetchone()
@@ -99,10 +101,11 @@ class WorkersMixin(PostgresBase):
                 self._closing.wait(pause)
                 pause = min(pause * 2, 5.0)
 
-    def lead(self, what: str = "maintenance", stale_after: float = 15.0) -> bool:
+    def lead(self, what: str, stale_after: float = 15.0) -> bool:
         """True when this process should run the leader-only services now.
 
-        One process leads: the one holding an advisory lock on a dedicated session (if that
+        One process leads each duty ``what`` (its own advisory lock; only the processes
+        that perform the duty ask): the one holding the lock on a dedicated session (if that
         connection dies, the lock goes with it and another process takes over at its next
         try). The leader stamps ``meta`` each time it is asked; a process that does not lead
         also answers True when that stamp is older than ``stale_after`` seconds, so that a

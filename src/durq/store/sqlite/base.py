@@ -41,6 +41,8 @@ class SqliteBase:
 
         def _read(self, sql: str, params: dict[str, Any] | None = None) -> list[Any]: ...
 
+        def _raise_clock_mark(self, conn: sqlite3.Connection, now: float) -> None: ...
+
         # jobs.py
         def _insert(
             self, conn: sqlite3.Connection, jobs: Sequence[NewJob], *, explicit_ids: bool

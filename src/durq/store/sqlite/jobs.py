@@ -286,6 +286,7 @@ class JobsMixin(SqliteBase):
         conn = self._conn()
         with self._write():
             now = self.now()
+            self._raise_clock_mark(conn, now)
             rows = conn.execute(q.REAP, {"now": now}).fetchall()
             sb.close_for_jobs(conn, [r[0] for r in rows if r[1] == "failed"], now)
             failed = [r[0] for r in rows if r[1] == "failed"]

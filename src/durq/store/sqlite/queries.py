@@ -258,7 +258,7 @@ ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
     last_seen = excluded.last_seen, lease = excluded.lease
 """
 
-TOUCH_WORKER = "UPDATE workers SET last_seen = :now WHERE id = :id"
+TOUCH_WORKER = "UPDATE workers SET last_seen = :now, wedged = :wedged WHERE id = :id"
 
 DELETE_WORKER = "DELETE FROM workers WHERE id = :id"
 
@@ -266,7 +266,8 @@ DELETE_WORKER = "DELETE FROM workers WHERE id = :id"
 DELETE_DEAD_WORKERS = "DELETE FROM workers WHERE last_seen + 10 * lease < :now"
 
 SELECT_WORKERS = (
-    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease FROM workers ORDER BY id"
+    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease, wedged FROM workers "
+    "ORDER BY id"
 )
 
 PUT_META = "INSERT OR REPLACE INTO meta (key, value) VALUES (:key, :value)"
@@ -274,3 +275,14 @@ PUT_META = "INSERT OR REPLACE INTO meta (key, value) VALUES (:key, :value)"
 GET_META = "SELECT value FROM meta WHERE key = :key"
 
 DATA_VERSION = "PRAGMA data_version"
+
+# The store-wide high-water mark of store time (durq.store.sqlite.clock): only ever raised.
+RAISE_CLOCK_MARK = """
+INSERT INTO meta (key, value) VALUES ('clock_high_water', :now)
+ON CONFLICT (key) DO UPDATE SET value = max(CAST(value AS REAL), CAST(excluded.value AS REAL))
+RETURNING CAST(value AS REAL)
+"""
+READ_CLOCK_MARK = """
+SELECT max(coalesce((SELECT CAST(value AS REAL) FROM meta WHERE key = 'clock_high_water'), 0),
+           coalesce((SELECT created_at FROM jobs ORDER BY id DESC LIMIT 1), 0))
+"""

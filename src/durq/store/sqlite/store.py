@@ -20,9 +20,11 @@ from typing import Any
 from durq.codecs import Codec
 from durq.errors import StoreError
 from durq.store.base import Shortcuts
+from durq.store.sqlite import queries as q
 from durq.store.sqlite.admin import AdminMixin
 from durq.store.sqlite.batching import BatchingMixin
 from durq.store.sqlite.blobbing import BlobbingMixin
+from durq.store.sqlite.clock import SteadyClock
 from durq.store.sqlite.connection import (
     SqliteOptions,
     connect,
@@ -72,6 +74,10 @@ class SqliteStore(
         url: ``sqlite:///path.db`` (options ``synchronous``, ``busy_timeout``,
             ``lock_timeout``) or a bare path.
         clock: seconds since the epoch; injected by tests to move time.
+        steady: guard against backward steps of ``clock`` with a store-wide high-water
+            mark (:class:`durq.store.sqlite.clock.SteadyClock`); default: only for the
+            real wall clock (``time.time``), since tests move an injected clock back on
+            purpose.
         auto_migrate: apply pending migrations on open (the default); when False, refuse
             (StoreError) a database without this durq's exact schema, and write nothing.
 
@@ -90,11 +96,15 @@ class SqliteStore(
         *,
         clock: Callable[[], float] = time.time,
         auto_migrate: bool = True,
+        steady: bool | None = None,
     ) -> None:
         self.url = url
         self.options: SqliteOptions = parse_url(url)
         self.path = self.options.path
-        self._clock = clock
+        self._steady = (
+            SteadyClock(clock) if (clock is time.time if steady is None else steady) else None
+        )
+        self._clock = self._steady or clock
         self._gate = gate_for(self.path)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -106,6 +116,9 @@ class SqliteStore(
         else:
             require_current(self._conn(), self.options)
         self._identity = self._file_identity()
+        if self._steady is not None:
+            row = self._read(q.READ_CLOCK_MARK)
+            self._steady.observe(float(row[0][0]) if row and row[0][0] else None)
 
     def _file_identity(self) -> tuple[int, int] | None:
         try:
@@ -132,6 +145,15 @@ class SqliteStore(
 
     def now(self) -> float:
         return self._clock()
+
+    def _raise_clock_mark(self, conn: sqlite3.Connection, now: float) -> None:
+        """Raise the store-wide high-water mark of store time to ``now`` (inside a write
+        transaction) and take in the mark other processes raised (see
+        :mod:`durq.store.sqlite.clock`); nothing without a steady clock."""
+        if self._steady is None:
+            return
+        row = conn.execute(q.RAISE_CLOCK_MARK, {"now": now}).fetchone()
+        self._steady.observe(float(row[0]) if row and row[0] is not None else None)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)

@@ -26,13 +26,16 @@ class WorkersMixin(SqliteBase):
             "lease": info.lease,
         }
         with self._write():
+            self._raise_clock_mark(conn, float(params["now"]))  # type: ignore[arg-type]
             conn.execute(q.DELETE_DEAD_WORKERS, {"now": params["now"]})
             conn.execute(q.UPSERT_WORKER, params)
 
-    def touch_worker(self, worker_id: str) -> None:
+    def touch_worker(self, worker_id: str, wedged: int = 0) -> None:
         conn = self._conn()
         with self._write(urgent=True):  # part of the heartbeat: it must not wait behind a flood
-            conn.execute(q.TOUCH_WORKER, {"id": worker_id, "now": self.now()})
+            now = self.now()
+            self._raise_clock_mark(conn, now)
+            conn.execute(q.TOUCH_WORKER, {"id": worker_id, "now": now, "wedged": wedged})
 
     def unregister_worker(self, worker_id: str) -> None:
         conn = self._conn()
@@ -64,6 +67,7 @@ class WorkersMixin(SqliteBase):
                             r[5],
                             r[6],
                             r[7],
+                            int(r[8] or 0),
                         )
                     )
                 row = conn.execute(q.GET_META, {"key": "last_reap"}).fetchone()
@@ -74,7 +78,7 @@ class WorkersMixin(SqliteBase):
             raise translate(exc, self.path) from exc
         return data
 
-    def lead(self, what: str = "maintenance", stale_after: float = 15.0) -> bool:
+    def lead(self, what: str, stale_after: float = 15.0) -> bool:
         """Every SQLite worker may run the reaper: it is one conditional UPDATE."""
         return True
 

@@ -1,0 +1,25 @@
+-- durq schema v12 (SQLite): periodic schedules stored in the database (issue 13).
+-- Every worker that registers a schedule writes its definition here, so the leader fires
+-- every stored schedule by name, whether or not its own code defines it (a rolling deploy:
+-- an older leader fires the schedule only newer workers know; the job waits, stranded,
+-- for a worker that knows the task).
+--   cron, tz, task  the schedule as last registered
+--   definition      JSON: payload, queue, priority, max_attempts, catch_up, grace, slot_arg
+--                   (queue, priority and attempts resolved from the defining worker's task)
+--   code_version    the defining worker's code version (DURQ_CODE_VERSION, or durq's)
+--   defined_by      the worker id that last registered it
+--   seen_at         the last time a live worker that defines it said so; a schedule not
+--                   seen for a while is reported as orphaned and not fired
+-- Rows from before v12 have NULL definitions until a worker registers the schedule again.
+ALTER TABLE periodic ADD COLUMN cron TEXT;
+ALTER TABLE periodic ADD COLUMN tz TEXT;
+ALTER TABLE periodic ADD COLUMN task TEXT;
+ALTER TABLE periodic ADD COLUMN definition TEXT;
+ALTER TABLE periodic ADD COLUMN code_version TEXT;
+ALTER TABLE periodic ADD COLUMN defined_by TEXT;
+ALTER TABLE periodic ADD COLUMN seen_at REAL;
+
+-- Slots of a worker held by task bodies past their timeout (a `def` task that never
+-- returns keeps its thread): written with every heartbeat, shown per worker by
+-- `durq status` so that a wedged worker is not shown as merely idle.
+ALTER TABLE workers ADD COLUMN wedged INTEGER NOT NULL DEFAULT 0;
