@@ -5,45 +5,34 @@ schedules, parked jobs and deadlines, limits, hooks) live in mixins under durq/f
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
-from datetime import datetime
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, overload
 
-from durq.batches import current_batch_id
 from durq.checks import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_QUEUE,
-    MAX_ATTEMPTS_LIMIT,
-    MAX_DELAY,
     MAX_EPOCH,  # noqa: F401 - still importable from durq.app, as before the split
-    PRIORITY_LIMIT,
-    _as_dict,
     _as_id,
     _check_int,
     _check_name,
     _check_text,
-    _is_number,
-    _point_in_time,
 )
 from durq.classify import Classifier, Rule
 from durq.codecs import Codec
-from durq.dependencies import with_workflow, workflow_fields
 from durq.errors import (
     ConfigError,
     JobGone,
     JobNotFound,
-    PayloadError,
     UnknownTask,
 )
 from durq.facade import (
     BatchesFacade,
     DeadlinesFacade,
+    EnqueueFacade,
     HooksFacade,
     LimitsFacade,
     PauseFacade,
@@ -51,21 +40,15 @@ from durq.facade import (
     RetentionFacade,
     WorkflowsFacade,
 )
-from durq.hooks import with_hooks
 from durq.job import Job
-from durq.limits import TaskLimits, with_limit
-from durq.model import Inserted, JobRecord, NewJob
-from durq.observability import events, tracing
+from durq.limits import TaskLimits
 from durq.payload import (
     DEFAULT_PAYLOAD_LIMIT,
     DEFAULT_RESULT_LIMIT,
-    check_structure,
-    encode,
-    encode_payload,
 )
 from durq.retry import Backoff, as_backoff
 from durq.store import Store, open_store
-from durq.task import EnqueueOptions, Task
+from durq.task import Task
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -73,6 +56,7 @@ DEFAULT_URL = "sqlite:///durq.db"
 
 
 class Durq(
+    EnqueueFacade,
     PauseFacade,
     BatchesFacade,
     RetentionFacade,
@@ -335,281 +319,6 @@ class Durq(
             ) from None
 
     # -- enqueue --------------------------------------------------------------------------
-
-    def enqueue(
-        self,
-        task_name: str,
-        payload: Mapping[str, Any] | None = None,
-        *,
-        queue: str | None = None,
-        delay: float | None = None,
-        run_at: float | datetime | None = None,
-        priority: int | None = None,
-        key: str | None = None,
-        max_attempts: int | None = None,
-        meta: Mapping[str, Any] | None = None,
-        connection: Any = None,
-        park: bool = False,
-        park_ttl: float | None = None,
-        deadline: float | datetime | None = None,
-        deadline_in: float | None = None,
-        notice_after: float | None = None,
-        after: Sequence[Any] = (),
-        on_parent_failure: str | None = None,
-        tags: Sequence[str] = (),
-        unique: str | None = None,
-    ) -> Job:
-        """Store a job for ``task_name``, for producers that do not import the task.
-
-        Returns once the job is committed (durable under the URL's ``synchronous`` mode).
-        Defaults come from the registered task when this app has it, else queue
-        ``default``, 3 attempts, priority 0.
-
-        Args:
-            task_name: the task's routing name.
-            payload: the task's keyword arguments (a JSON-serialisable dict).
-            queue: the queue to put it on.
-            delay: seconds from now before it may run (>= 0).
-            run_at: when it may run: seconds since the epoch or a timezone-aware datetime.
-            priority: lower runs first.
-            key: idempotency key; a second enqueue with the same ``(queue, key)`` returns
-                the first job (also when two processes race) instead of adding one.
-            max_attempts: attempts in all (>= 1).
-            meta: free-form JSON tags stored with the job.
-            connection: the caller's own open connection to the same database (a
-                ``psycopg.Connection`` for PostgreSQL, a ``sqlite3.Connection`` on the same
-                file for SQLite): the job is written inside the caller's transaction and
-                exists if and only if that transaction commits (the outbox pattern).
-            park: store the job ``parked``: it does not run until :meth:`adopt` (or ends
-                with :meth:`cancel` or its park TTL); docs/features/parked.md.
-            park_ttl: seconds after creation after which a parked job that was not adopted
-                expires (state ``expired``, ``on_expire`` runs); only with ``park=True``.
-            deadline: when the job expires if not finished: epoch seconds or a
-                timezone-aware datetime (a point in time; docs/features/deadlines.md).
-            deadline_in: the same as seconds after the job's ``created_at`` (give one of
-                ``deadline`` and ``deadline_in``; default: the task's ``deadline_in``).
-            notice_after: seconds after ``created_at`` after which ``on_slow`` runs once if
-                the job is not finished (default: the task's ``notice_after``).
-            after, on_parent_failure: parent jobs (ids or Jobs): the job waits until each
-                is terminal; a failed one cancels it (``"cancel"``) or not (``"run"``).
-            tags: up to 50 str, indexed (``dq.jobs(tag=...)``); unique: with ``key``,
-                ``"active"`` or ``"period:N"`` (docs/features/dependencies.md, tags.md,
-                uniqueness.md).
-
-        Raises:
-            ParentNotFound: (a JobNotFound and ConfigError) a parent does not exist; nothing
-                was written.
-            PayloadError: the payload (or meta) is not JSON-serialisable, has a non-str dict
-                key at any depth, or nests deeper than 500 levels; a ``TypeError``.
-            PayloadTooLarge: the payload is over ``payload_limit`` bytes.
-            ConfigError: a bad option (negative delay, naive datetime, both delay and run_at).
-            StoreBusy: the database stayed locked past the lock timeout.
-            StoreFull: (a StoreError) the disk is full; nothing was written.
-            StoreReadOnly: (a StoreError) the database is read-only; nothing was written.
-            StoreError: the database could not be written otherwise.
-        """
-        opts = EnqueueOptions(
-            queue, delay, run_at, priority, key, max_attempts, meta, connection,
-            park=park, park_ttl=park_ttl, deadline=deadline, deadline_in=deadline_in,
-            notice_after=notice_after, after=after, on_parent_failure=on_parent_failure,
-            tags=tags, unique=unique,
-        )  # fmt: skip
-        return self.enqueue_with(
-            task_name, {} if payload is None else payload, opts, task=self.tasks.get(task_name)
-        )
-
-    async def aenqueue(
-        self, task_name: str, payload: Mapping[str, Any] | None = None, **options: Any
-    ) -> Job:
-        """:meth:`enqueue` for asyncio callers: the store call runs in a thread, so the
-        event loop is not blocked (a batch opened with ``async with dq.abatch()`` in this
-        asyncio task still takes the job). Same options and errors as :meth:`enqueue`."""
-        return await asyncio.to_thread(self.enqueue, task_name, payload, **options)
-
-    def enqueue_with(
-        self,
-        task_name: str,
-        payload: Mapping[str, Any],
-        opts: EnqueueOptions,
-        *,
-        task: Task[Any, Any] | None,
-    ) -> Job:
-        """:meth:`enqueue` with an :class:`EnqueueOptions` (used by tasks)."""
-        if tracing.enabled():  # a span for the enqueue; its context travels in the meta
-            queue = opts.queue or (task.queue if task else DEFAULT_QUEUE)
-            with tracing.send_span(queue, task_name) as (span, carrier):
-                opts = replace(opts, meta=tracing.with_context(opts.meta, carrier))
-                job = self._enqueue_one(task_name, payload, opts, task)
-                span.set_attribute("messaging.message.id", str(job.id))
-                return job
-        return self._enqueue_one(task_name, payload, opts, task)
-
-    def _enqueue_one(
-        self,
-        task_name: str,
-        payload: Mapping[str, Any],
-        opts: EnqueueOptions,
-        task: Task[Any, Any] | None,
-    ) -> Job:
-        new = self._with_payload(self._template(task_name, opts, task), payload, opts.key)
-        (inserted,) = self.store.enqueue([new], connection=opts.connection)
-        job = self._job_after_insert(new, inserted, events.enabled())
-        if self.eager and opts.connection is None:
-            self._run_eagerly()
-            job.refresh()
-        return job
-
-    def enqueue_many_with(
-        self,
-        task_name: str,
-        items: Sequence[Mapping[str, Any]],
-        opts: EnqueueOptions,
-        *,
-        keys: Sequence[str | None] | None,
-        task: Task[Any, Any] | None,
-    ) -> list[Job]:
-        """Insert many jobs of one task in one transaction; see :meth:`Task.enqueue_many`."""
-        if keys is not None and len(keys) != len(items):
-            raise ConfigError(f"{len(keys)} keys for {len(items)} items")
-        if opts.key is not None:
-            raise ConfigError("options(key=...) names one job; pass keys=[...] to enqueue_many")
-        if tracing.enabled():
-            queue = opts.queue or (task.queue if task else DEFAULT_QUEUE)
-            with tracing.send_span(queue, task_name) as (span, carrier):
-                opts = replace(opts, meta=tracing.with_context(opts.meta, carrier))
-                span.set_attribute("messaging.batch.message_count", len(items))
-                return self._enqueue_many(task_name, items, opts, keys, task)
-        return self._enqueue_many(task_name, items, opts, keys, task)
-
-    def _enqueue_many(
-        self,
-        task_name: str,
-        items: Sequence[Mapping[str, Any]],
-        opts: EnqueueOptions,
-        keys: Sequence[str | None] | None,
-        task: Task[Any, Any] | None,
-    ) -> list[Job]:
-        template = self._template(task_name, opts, task)
-        if keys is None:
-            news = [self._with_payload(template, item, None) for item in items]
-        else:
-            news = [
-                self._with_payload(template, item, key)
-                for item, key in zip(items, keys, strict=True)
-            ]
-        if not news:
-            return []
-        inserted = self.store.enqueue(news, connection=opts.connection)
-        log = events.enabled()
-        jobs = [self._job_after_insert(n, i, log) for n, i in zip(news, inserted, strict=True)]
-        if self.eager and opts.connection is None:
-            self._run_eagerly()
-            for job in jobs:
-                job.refresh()
-        return jobs
-
-    def _run_eagerly(self) -> None:
-        """Eager mode: run what is due now, unless a drain in this thread already runs
-        (an enqueue from inside an eagerly run job is picked up by that drain)."""
-        from durq.worker.inline import drain, draining
-
-        if not draining():
-            drain(self)
-
-    def _template(
-        self, task_name: str, opts: EnqueueOptions, task: Task[Any, Any] | None
-    ) -> NewJob:
-        """Validate the options once; returns a NewJob without payload or key."""
-        _check_name("task name", task_name)
-        queue = opts.queue if opts.queue is not None else (task.queue if task else DEFAULT_QUEUE)
-        _check_name("queue", queue)
-        max_attempts = (
-            opts.max_attempts
-            if opts.max_attempts is not None
-            else (task.max_attempts if task else DEFAULT_MAX_ATTEMPTS)
-        )
-        _check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT)
-        priority = opts.priority if opts.priority is not None else (task.priority if task else 0)
-        _check_int("priority", priority, -PRIORITY_LIMIT, PRIORITY_LIMIT)
-        run_at: float | None = None
-        delay = 0.0
-        if opts.delay is not None and opts.run_at is not None:
-            raise ConfigError("give delay or run_at, not both")
-        if opts.delay is not None:
-            if not (_is_number(opts.delay) and 0 <= opts.delay <= MAX_DELAY):
-                raise ConfigError(
-                    f"delay must be a number of seconds from 0 to {MAX_DELAY:.0f}, not {opts.delay!r}"
-                )
-            delay = float(opts.delay)
-        else:
-            run_at = _point_in_time("run_at", opts.run_at)
-        meta = None
-        if opts.meta:
-            if not isinstance(opts.meta, Mapping):
-                raise PayloadError(f"meta must be a dict, not {type(opts.meta).__name__}")
-            meta_dict = _as_dict(opts.meta, "meta")
-            check_structure(meta_dict, "meta")
-            meta = encode(meta_dict, what="meta", limit=self.payload_limit)
-        batch_id = current_batch_id(self)  # inside `with dq.batch()`: the job joins it
-        new = NewJob(
-            queue, task_name, "", priority, run_at, max_attempts, None, meta, delay, batch_id
-        )
-        extras = self._parked_deadline_fields(opts, task)
-        extras.update(workflow_fields(opts))
-        return replace(new, **extras) if extras else new
-
-    def _with_payload(
-        self, t: NewJob, payload: Mapping[str, Any], key: str | None, passed: str | None = None
-    ) -> NewJob:
-        """The template with its payload and key; ``passed`` names an argument a parent's
-        result will fill (dq.chain), so the signature check counts it as given."""
-        if isinstance(payload, Mapping) and not isinstance(payload, dict):
-            payload = _as_dict(payload, "payload")
-        task = self.tasks.get(t.task)
-        if task is not None and task.typed.checked:  # typed payloads, checked and converted
-            payload = task.typed.to_payload(payload, task.name)
-        body = encode_payload(payload, self.payload_limit)
-        if self.codec is not None:  # at rest: e.g. durq.codecs.Encrypted
-            body = self.codec.encode(body)
-        if task is not None:  # the producer knows the function: refuse what cannot fit it now
-            problem = task.payload_problem(payload if passed is None else {**payload, passed: 0})
-            if problem is not None:
-                raise PayloadError(f"payload does not fit {task.name}(): {problem}")
-        if key is not None:
-            _check_name("key", key, 1000)
-        new = NewJob(
-            t.queue, t.task, body, t.priority, t.run_at, t.max_attempts, key, t.meta, t.delay,
-            t.batch_id,
-            t.park, t.park_ttl, t.deadline, t.deadline_in, t.notice_after,
-        )  # fmt: skip
-        new = with_hooks(new, task)  # on_fail flag, hook queue (durq.hooks)
-        if t.has_workflow or (task is not None and task.fair_key is not None):
-            new = with_workflow(new, t, task, payload)
-        return with_limit(new, task.limits if task is not None else None, payload)
-
-    def _job_after_insert(self, new: NewJob, ins: Inserted, log: bool) -> Job:
-        if not ins.created or new.parents:  # a child's state is the store's decision
-            record = self.store.get(ins.id)
-            if record is None:  # pruned between the insert and the read
-                raise JobNotFound(f"job {ins.id} vanished")
-            if ins.created and log:
-                events.emit(events.JOB_ENQUEUED, id=ins.id, queue=new.queue, task=new.task,
-                            run_at=ins.run_at, state=record.state)  # fmt: skip
-            return Job(self.store, record)
-        if log:
-            events.emit(
-                events.JOB_ENQUEUED, id=ins.id, queue=new.queue, task=new.task, run_at=ins.run_at
-            )
-        record = JobRecord(
-            ins.id, new.queue, new.task, new.payload, new.priority, ins.run_at, 0, new.max_attempts,
-            "queued", None, None, None, new.key, ins.created_at, None, None, None, None, "[]",
-            new.meta, 0, batch_id=new.batch_id,
-        )  # fmt: skip
-        if new.has_extras:
-            record = self._record_extras(record, new, ins)
-        return Job(self.store, record)
-
-    # -- reading and steering -------------------------------------------------------------
 
     def get(self, job_id: int) -> Job:
         """The job with this id.

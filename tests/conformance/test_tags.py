@@ -13,6 +13,7 @@ import pytest
 import durq
 from durq.errors import ConfigError
 from durq.model import AttemptError, Outcome
+from tests.conftest import Clock
 from tests.support.procs import ROOT
 
 
@@ -61,7 +62,9 @@ def durq_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_cli_lists_cancels_and_retries_by_tag(app: durq.Durq, backend_url: str) -> None:
+def test_cli_lists_cancels_and_retries_by_tag(
+    app: durq.Durq, backend_url: str, clock: Clock
+) -> None:
     load = register(app)
     tagged = [load.options(tags=["tenant:42"]).enqueue(n=i) for i in range(3)]
     other = load.options(tags=["tenant:7"]).enqueue(n=9)
@@ -78,6 +81,9 @@ def test_cli_lists_cancels_and_retries_by_tag(app: durq.Durq, backend_url: str) 
     out = durq_cli("retry", "--tag", "tenant:42", "--db", backend_url, "--json")
     assert out.returncode == 0, out.stderr
     assert {r["id"] for r in json.loads(out.stdout)} == {j.id for j in tagged}
+    # The CLI runs on the real clock, held at the store's high-water mark (this test's
+    # clock is ahead of the wall): its run_at is a moment past the test clock's now.
+    clock.advance(60)
     assert {str(app.get(j.id).state) for j in tagged} == {"queued"}
     out = durq_cli("cancel", "--db", backend_url)
     assert out.returncode == 2 and "give job ids or --tag" in out.stderr

@@ -9,6 +9,7 @@ the mixins use of the core.
 from durq.facade.base import FacadeBase
 from durq.facade.batches import BatchesFacade
 from durq.facade.deadlines import DeadlinesFacade
+from durq.facade.enqueue import EnqueueFacade
 from durq.facade.hooks import HooksFacade
 from durq.facade.limits import LimitsFacade
 from durq.facade.pause import PauseFacade
@@ -19,6 +20,7 @@ from durq.facade.workflows import Group, WorkflowsFacade
 __all__ = [
     "BatchesFacade",
     "DeadlinesFacade",
+    "EnqueueFacade",
     "FacadeBase",
     "Group",
     "HooksFacade",

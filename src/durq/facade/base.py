@@ -6,8 +6,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from durq.codecs import Codec
     from durq.job import Job
-    from durq.model import Inserted, NewJob
+    from durq.model import Inserted, JobRecord, NewJob
     from durq.store import Store
     from durq.task import EnqueueOptions, Task
 
@@ -22,6 +23,16 @@ class FacadeBase:
     if TYPE_CHECKING:
         payload_limit: int | None
         tasks: dict[str, Task[Any, Any]]
+        eager: bool
+        codec: Codec | None
+
+        @staticmethod
+        def _parked_deadline_fields(
+            opts: EnqueueOptions, task: Task[Any, Any] | None
+        ) -> dict[str, Any]: ...
+
+        @staticmethod
+        def _record_extras(record: JobRecord, new: NewJob, ins: Inserted) -> JobRecord: ...
 
         @property
         def store(self) -> Store: ...
