@@ -82,6 +82,9 @@ def status_table(snap: dict[str, Any], wide: bool = False) -> None:
             lines.append(f"paused {name} by {p['source']}: {p['reason']}")
     workers = snap["workers"]
     lines.append(f"live workers: {len(workers)}" + _stranded_note(snap))
+    for w in workers:  # a wedged worker is live but holds slots its bodies will not free
+        if w.get("wedged", 0):
+            lines.append(f"  {_short(w['id'], 40)}: wedged={w['wedged']} (held past their timeout)")
     reap = snap["last_reap"]
     if reap:
         lines.append(
