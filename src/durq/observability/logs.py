@@ -174,7 +174,9 @@ class BufferedHandler(logging.Handler):
         self.fmt_event = fmt_event
         self.setFormatter(EventFormatter(fmt_event))
         self._pending: deque[tuple[float, int, str, dict[str, Any]] | str] = deque()
-        self._write_lock = threading.Lock()
+        # re-entrant: a signal handler on the main thread (the worker's SIGTERM) emits an
+        # event, and so flushes, while that thread may be inside flush already
+        self._write_lock = threading.RLock()
         self._stop_flush = threading.Event()
         self._thread = threading.Thread(target=self._tick, name="durq-log-flush", daemon=True)
         self._thread.start()
