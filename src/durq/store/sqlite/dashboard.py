@@ -120,7 +120,7 @@ class SqliteDashboard(SqliteBase):
             "in_hand": in_hand_json(report), "done": report.done, "failed": report.failed,
         }  # fmt: skip
         conn = self._conn()
-        with self._write():
+        with self._write(urgent=True):  # part of the heartbeat: not behind a flood
             conn.execute(REPORT_WORKER, params)
 
     def worker_details(self) -> list[WorkerDetail]:
