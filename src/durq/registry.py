@@ -8,8 +8,10 @@ below the facade (features, worker) are typed against this protocol instead of i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
+
+from durq.task import TaskApp
 
 if TYPE_CHECKING:
     from durq.classify import Classifier, Rule
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
     from durq.task import EnqueueOptions, Task
 
 
-class Registry(Protocol):
+class Registry(TaskApp, Protocol):
     """A durq app as the features and the worker use it.
 
     Attributes:
@@ -52,25 +54,6 @@ class Registry(Protocol):
     ) -> Alert | None: ...
 
     def get_task(self, name: str) -> Task[Any, Any]: ...
-
-    def enqueue_with(
-        self,
-        task_name: str,
-        payload: Mapping[str, Any],
-        opts: EnqueueOptions,
-        *,
-        task: Task[Any, Any] | None,
-    ) -> Job: ...
-
-    def enqueue_many_with(
-        self,
-        task_name: str,
-        items: Sequence[Mapping[str, Any]],
-        opts: EnqueueOptions,
-        *,
-        keys: Sequence[str | None] | None,
-        task: Task[Any, Any] | None,
-    ) -> list[Job]: ...
 
     def _template(
         self, task_name: str, opts: EnqueueOptions, task: Task[Any, Any] | None
