@@ -313,10 +313,22 @@ def test_periodic_update_renames_a_fresh_copy_while_downloads_run(world: World) 
         except OSError:
             broken += 1
     assert broken > 0
-    # The bot updates every second (single-flight) while 10 downloads run.
+    # The bot updates every second (single-flight) while downloads run: a first wave of 6
+    # (3 at a time, so it spans several updates), then, once an update that began after the
+    # whole first wave had started has finished, a second wave of 4 that must see a newer copy.
     bot = world.bot("--update-cron", "* * * * * *")
-    for n in range(10):
-        world.say(600 + n, f"{BASE}/ok/u{n}?sleep=0.4")
+    for n in range(6):
+        world.say(600 + n, f"{BASE}/ok/u{n}?sleep=0.8")
+    wait_for(lambda: world.settled(6), 40)
+    first_wave = max(c["start"] for c in world.calls("download"))
+
+    def updated_since_first_wave() -> bool:
+        return any(c["args"] == ["--update"] and c["start"] > first_wave
+                   for c in world.calls("other"))  # fmt: skip
+
+    wait_for(updated_since_first_wave, 20)
+    for n in range(6, 10):
+        world.say(600 + n, f"{BASE}/ok/u{n}?sleep=0.2")
     wait_for(lambda: world.settled(10), 40)
     wait_for(lambda: len(world.calls("other")) >= 6, 20)  # 3 updates: --update, --version
     jobs = world.jobs()
