@@ -49,6 +49,7 @@ def test_a_flooding_producer_cannot_make_a_short_lease_job_run_twice(tmp_path: P
     other = WorkerProc("tests.apps.basic:dq", url, tmp_path / "o.log", args, env)  # reaps too
     floods: list[subprocess.Popen[bytes]] = []
     stop = threading.Event()
+    local: threading.Thread | None = None
     try:
         wait_for(lambda: runs.exists() and len(runs.read_text().split("\n")) > 2, 20, 0.02, "both")
         for _ in range(2):  # two processes writing without pause
@@ -59,6 +60,8 @@ def test_a_flooding_producer_cannot_make_a_short_lease_job_run_twice(tmp_path: P
         wait_for(lambda: all(app.get(j.id).state == "succeeded" for j in jobs), 40, 0.1, "done")
     finally:
         stop.set()
+        if local is not None:  # a producer left running would write into the next test's time
+            local.join(30)
         for proc in floods:
             proc.kill()
             proc.wait(10)
@@ -70,6 +73,7 @@ def test_a_flooding_producer_cannot_make_a_short_lease_job_run_twice(tmp_path: P
         record = app.get(job.id)
         assert record.attempts == 1 and record.errors == [], record.errors
     assert app.jobs(queue="flood", limit=1)  # the producers did write meanwhile
+    app.close()
 
 
 def flood_here(app: durq.Durq, stop: threading.Event) -> None:
