@@ -30,6 +30,7 @@ from durq.model.jobs import (
     JobState,
     Outcome,
     ReapSummary,
+    RescueSummary,
     SweepSummary,
 )
 from durq.model.limits import JobLimit, LimitUsage
@@ -67,6 +68,7 @@ __all__ = [
     "QueuePause",
     "ReapSummary",
     "RefResult",
+    "RescueSummary",
     "ScheduleDefinition",
     "ScheduleRecord",
     "Series",

@@ -110,6 +110,9 @@ class JobRecord:
     noticed_at: float | None = None
     park_expires_at: float | None = None
     batch_id: int | None = None
+    #: times the job was snoozed (put back without spending an attempt) since its last
+    #: replay; bounded by the task's ``max_snoozes`` (docs/features/snooze.md)
+    snoozes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +160,26 @@ class ReapSummary:
     """What one reaper pass did: leases returned to the queue, jobs failed for lack of attempts."""
 
     at: float
+    recovered: int = 0
+    failed: int = 0
+    job_ids: tuple[int, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class RescueSummary:
+    """What one rescue pass did (docs/guarantees.md, "Rescue of a dead worker's jobs").
+
+    Attributes:
+        at: the store's clock at the pass, seconds since the epoch.
+        workers: ids of the workers found dead (liveness row stale, or process gone)
+            whose running jobs were returned.
+        recovered: jobs returned to the queue (their attempt stays counted).
+        failed: jobs failed because they had no attempts left.
+        job_ids: ids of every job the pass took back.
+    """
+
+    at: float
+    workers: tuple[str, ...] = field(default_factory=tuple)
     recovered: int = 0
     failed: int = 0
     job_ids: tuple[int, ...] = field(default_factory=tuple)

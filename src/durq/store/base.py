@@ -30,6 +30,7 @@ from durq.model import (
     QueuePause,
     ReapSummary,
     RefResult,
+    RescueSummary,
     ScheduleDefinition,
     ScheduleRecord,
     StatusData,
@@ -122,6 +123,30 @@ class Store(Protocol):
         """Requeue expired leases, or fail them when no attempts are left; a failed job
         whose task is in ``fail_tasks`` (the worker's tasks with on_fail) or was flagged at
         enqueue gets its on_fail hook job in the same transaction (durq.hooks)."""
+        ...
+
+    def beat_worker(
+        self, worker_id: str, rescue_after: float | None, proc: str | None
+    ) -> int | None:
+        """The worker's liveness beat (about every second, apart from job leases): mark it
+        seen now, with ``rescue_after`` (seconds without a beat after which the leader
+        counts it dead; None: never by staleness) and ``proc`` (its process stamp, see
+        :func:`durq.worker.liveness.proc_stamp`). Returns how many times its jobs were
+        rescued so far, or None when its row is gone."""
+        ...
+
+    def local_workers(self, host: str) -> list[tuple[str, int, str]]:
+        """(id, pid, proc stamp) of the workers registered from ``host`` that stamped
+        their process (a read)."""
+        ...
+
+    def rescue(self, dead: Sequence[str] = (), fail_tasks: Sequence[str] = ()) -> RescueSummary:
+        """Return the running jobs of dead workers at once: those whose liveness row is
+        older than their ``rescue_after``, and ``dead`` (ids whose process the caller saw
+        gone; their rows are deleted). The same effect as a lease expiry (:meth:`reap`):
+        attempt counted, ``lease_lost`` entry, token cleared, failed when no attempts
+        are left (with its on_fail hook job). Rechecked in the transaction, so a worker
+        that beat meanwhile keeps its jobs. Only a read when nobody is stale."""
         ...
 
     def get(self, job_id: int) -> JobRecord | None: ...

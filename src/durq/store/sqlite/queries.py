@@ -22,7 +22,7 @@ JOB_COLUMNS = (
     "id, queue, task, payload, priority, run_at, attempts, max_attempts, state, lease_token, "
     "lease_expires_at, worker_id, key, created_at, started_at, finished_at, result, progress, "
     "errors, meta, shutdown_requeues, deadline, notice_at, noticed_at, park_expires_at, "
-    "batch_id"
+    "batch_id, snoozes"
 )
 
 # Positional, for executemany: (id, queue, task, payload, priority, run_at, max_attempts,
