@@ -362,20 +362,68 @@ class Durq(
         return [Job(self.store, r) for r in records]
 
     def retry(self, job_id: int) -> Job:
-        """Put a failed, cancelled or expired job back in the queue with a fresh attempt budget.
+        """Replay a finished job: put a succeeded, failed, cancelled or expired job back in
+        the queue with a fresh attempt budget (docs/features/replay.md).
 
-        Its error history is kept.
+        Its history is kept: the old attempts' entries stay, and one ``replayed`` entry
+        records how the run before ended (state and attempts; a succeeded run has no other
+        entry). Attempt numbers start again at 1; the old result and the snooze count are
+        cleared.
 
         Raises:
             JobNotFound: no such job.
-            JobGone: the job is not failed, cancelled or expired (nothing changed).
+            JobGone: the job is queued, scheduled, running, waiting or parked (it has not
+                finished: nothing changed).
         """
         if not self.store.retry(_as_id("job id", job_id)):
             job = self.get(job_id)
             raise JobGone(
-                f"job {job_id} is {job.state}; only failed, cancelled or expired jobs can be retried"
+                f"job {job_id} is {job.state}; only a finished job (succeeded, failed, "
+                "cancelled or expired) can be retried"
             )
         return self.get(job_id)
+
+    def retry_where(
+        self,
+        state: str = "failed",
+        *,
+        queue: str | None = None,
+        task: str | None = None,
+        chunk: int = 500,
+    ) -> int:
+        """Replay every job in ``state`` (of ``queue`` / ``task`` when given), as
+        :meth:`retry` does, in one transaction per ``chunk`` jobs (lowest ids first).
+
+        Only the jobs that exist when the call starts are replayed, each at most once,
+        even if some fail again before the call returns.
+
+        Args:
+            state: ``succeeded``, ``failed``, ``cancelled`` or ``expired``.
+            queue: only this queue (None: every queue).
+            task: only this task name (None: every task).
+            chunk: jobs per transaction (>= 1).
+
+        Returns:
+            How many jobs were replayed.
+
+        Raises:
+            ConfigError: ``state`` is not a finished state, or ``chunk`` < 1.
+        """
+        if state not in {"succeeded", "failed", "cancelled", "expired"}:
+            raise ConfigError(
+                f"state must be succeeded, failed, cancelled or expired, not {state!r}"
+            )
+        if chunk < 1:
+            raise ConfigError(f"chunk must be >= 1, not {chunk}")
+        newest = self.store.list_jobs(state=None, queue=None, task=None, limit=1)
+        upto = newest[0].id if newest else 0
+        after, total = 0, 0
+        while True:
+            ids = self.store.retry_matching(state, queue, task, after, upto, chunk)
+            total += len(ids)
+            if len(ids) < chunk:
+                return total
+            after = ids[-1]
 
     def cancel(self, job_id: int, *, parked_only: bool = False) -> Job:
         """Cancel a queued, scheduled, running or parked job.

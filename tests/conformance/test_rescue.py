@@ -71,9 +71,7 @@ def test_a_stale_workers_jobs_come_back_at_once_as_after_a_lease_expiry(
     assert {j.id for j in jobs} == {c.id for c in held} | {mine[0].id}
 
 
-def test_a_worker_without_liveness_beats_waits_for_its_leases(
-    app: durq.Durq, clock: Clock
-) -> None:
+def test_a_worker_without_liveness_beats_waits_for_its_leases(app: durq.Durq, clock: Clock) -> None:
     """An older worker (no rescue_after on its row) is never rescued by staleness."""
     register(app)
     app.tasks["work"].enqueue()

@@ -26,7 +26,8 @@ class JobState(enum.StrEnum):
 TERMINAL_STATES = frozenset(
     {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED}
 )
-RETRYABLE_STATES = frozenset({JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED})
+#: The states :meth:`durq.Durq.retry` replays (every finished state).
+RETRYABLE_STATES = TERMINAL_STATES
 
 #: Deadline hooks run as jobs of the task ``durq.hook:<task>`` (docs/features/deadlines.md),
 #: keyed ``durq.expire:<job id>`` / ``durq.slow:<job id>`` so that each is enqueued once.

@@ -161,7 +161,25 @@ class Store(Protocol):
         tag: str | None = None,
     ) -> list[JobRecord]: ...
 
-    def retry(self, job_id: int) -> bool: ...
+    def retry(self, job_id: int) -> bool:
+        """Replay a succeeded, failed, cancelled or expired job: back to queued with a fresh
+        attempt budget, its history kept plus one ``replayed`` entry. False (nothing
+        changed) in any other state."""
+        ...
+
+    def retry_matching(
+        self,
+        state: str,
+        queue: str | None,
+        task: str | None,
+        after: int,
+        upto: int,
+        limit: int,
+    ) -> list[int]:
+        """Replay, in one transaction, up to ``limit`` jobs in ``state`` (of ``queue`` and
+        ``task`` when given) whose id is in ``(after, upto]``, lowest ids first; returns
+        their ids (sorted). A chunk of ``durq retry --state``."""
+        ...
 
     def cancel(self, job_id: int) -> bool: ...
 

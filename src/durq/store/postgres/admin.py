@@ -45,6 +45,26 @@ class AdminMixin(PostgresBase):
                 self._batches.reopen_for_jobs(conn, [job_id])
             return done
 
+    def retry_matching(
+        self,
+        state: str,
+        queue: str | None,
+        task: str | None,
+        after: int,
+        upto: int,
+        limit: int,
+    ) -> list[int]:
+        params = {
+            "at": self._at(), "state": state, "queue": queue, "task": task, "after": after,
+            "upto": upto, "limit": limit,
+        }  # fmt: skip
+        with self._tx() as conn:  # the jobs and their batches (reopened) change together
+            rows = conn.execute(self._sql["RETRY_MATCHING"], params).fetchall()
+            ids = sorted(int(r[0]) for r in rows)
+            if ids:
+                self._batches.reopen_for_jobs(conn, ids)
+        return ids
+
     def purge(self, queue: str, states: Sequence[str]) -> int:
         at = self._at()
         with self._tx() as conn:  # the delete and its batches' close commit together

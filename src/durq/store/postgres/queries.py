@@ -243,13 +243,38 @@ WHERE state = 'running' AND lease_expires_at < {s}.epoch(%(at)s)
 RETURNING id, state
 """
 
-RETRY = """
-UPDATE {s}.jobs
-SET state = 'queued', attempts = 0, shutdown_requeues = 0, run_at = {s}.epoch(%(at)s),
-    finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL,
-    deadline = CASE WHEN deadline <= {s}.epoch(%(at)s) THEN NULL ELSE deadline END  -- else it re-expires
-WHERE id = %(id)s AND state IN ('failed', 'cancelled', 'expired')
+# Replay (dq.retry): see the SQLite statements. The SET clause reads the row's old values.
+_REPLAY_SET = """
+SET state = 'queued', attempts = 0, shutdown_requeues = 0, snoozes = 0,
+    run_at = {s}.epoch(%(at)s), finished_at = NULL, result = NULL, lease_token = NULL,
+    lease_expires_at = NULL, worker_id = NULL,
+    errors = {s}.append_error(errors, json_build_object(
+        'attempt', attempts, 'at', {s}.epoch(%(at)s), 'type', 'Replayed',
+        'message', 'replayed: the job was ' || state || ' after ' || attempts
+                   || ' attempt(s); it runs again with a fresh budget of ' || max_attempts,
+        'traceback', '', 'kind', 'replayed')::text),
+    deadline = CASE WHEN deadline <= {s}.epoch(%(at)s) THEN NULL ELSE deadline END
 """
+
+_REPLAYABLE = "('succeeded', 'failed', 'cancelled', 'expired')"
+
+RETRY = "UPDATE {s}.jobs" + _REPLAY_SET + "WHERE id = %(id)s AND state IN " + _REPLAYABLE
+
+RETRY_MATCHING = (
+    "UPDATE {s}.jobs"
+    + _REPLAY_SET
+    + """WHERE id IN (SELECT id FROM {s}.jobs
+             WHERE state = %(state)s::text AND state IN """
+    + _REPLAYABLE
+    + """
+               AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+               AND (%(task)s::text IS NULL OR task = %(task)s::text)
+               AND id > %(after)s AND id <= %(upto)s
+             ORDER BY id LIMIT %(limit)s
+             FOR UPDATE SKIP LOCKED)
+RETURNING id
+"""
+)
 
 PURGE = "DELETE FROM {s}.jobs WHERE queue = %(queue)s AND state = ANY(%(states)s::text[])"
 

@@ -52,6 +52,27 @@ class AdminMixin(SqliteBase):
                 sb.reopen_for_jobs(conn, [job_id])
         return cur.rowcount == 1
 
+    def retry_matching(
+        self,
+        state: str,
+        queue: str | None,
+        task: str | None,
+        after: int,
+        upto: int,
+        limit: int,
+    ) -> list[int]:
+        conn = self._conn()
+        params: dict[str, object] = {
+            "state": state, "queue": queue, "task": task, "after": after, "upto": upto,
+            "limit": limit,
+        }  # fmt: skip
+        with self._write():
+            params["now"] = self.now()
+            ids = sorted(r[0] for r in conn.execute(q.RETRY_MATCHING, params).fetchall())
+            if ids:
+                sb.reopen_for_jobs(conn, ids)
+        return ids
+
     def purge(self, queue: str, states: Sequence[str]) -> int:
         conn = self._conn()
         states_json = json.dumps(list(states))

@@ -186,12 +186,39 @@ WHERE state = 'running' AND lease_expires_at < :now
 RETURNING id, state
 """
 
-RETRY = """
-UPDATE jobs
-SET state = 'queued', attempts = 0, shutdown_requeues = 0, run_at = :now, finished_at = NULL,
-    result = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL,
+# Replay (dq.retry): a finished job runs again with a fresh attempt budget. Its history is
+# kept and gets one 'replayed' entry that records how the run before ended (so a succeeded
+# run, which has no error entry, stays in the history too); attempt numbers start again at 1.
+_REPLAY_SET = f"""
+SET state = 'queued', attempts = 0, shutdown_requeues = 0, snoozes = 0, run_at = :now,
+    finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL,
+    worker_id = NULL,
+    errors = json_insert({HISTORY}, '$[#]', json_object(
+        'attempt', attempts, 'at', :now, 'type', 'Replayed',
+        'message', 'replayed: the job was ' || state || ' after ' || attempts
+                   || ' attempt(s); it runs again with a fresh budget of ' || max_attempts,
+        'traceback', '', 'kind', 'replayed')),
     deadline = CASE WHEN deadline <= :now THEN NULL ELSE deadline END  -- else it re-expires
-WHERE id = :id AND state IN ('failed', 'cancelled', 'expired')
+"""
+
+REPLAYABLE = "('succeeded', 'failed', 'cancelled', 'expired')"
+
+RETRY = f"""
+UPDATE jobs {_REPLAY_SET}
+WHERE id = :id AND state IN {REPLAYABLE}
+"""
+
+# durq retry --state: one chunk of the matches, in id order after :after and up to :upto
+# (the newest id when the command began, so that a job failing again meanwhile is not
+# retried twice by one command).
+RETRY_MATCHING = f"""
+UPDATE jobs {_REPLAY_SET}
+WHERE id IN (SELECT id FROM jobs
+             WHERE state = :state AND state IN {REPLAYABLE}
+               AND (:queue IS NULL OR queue = :queue) AND (:task IS NULL OR task = :task)
+               AND id > :after AND id <= :upto
+             ORDER BY id LIMIT :limit)
+RETURNING id
 """
 
 PURGE = """
