@@ -46,9 +46,9 @@ from durq.payload import (
     DEFAULT_PAYLOAD_LIMIT,
     DEFAULT_RESULT_LIMIT,
 )
-from durq.retry import Backoff, as_backoff
+from durq.retry import MAX_RETRY_AFTER, Backoff, as_backoff
 from durq.store import Store, open_store
-from durq.task import Task
+from durq.task import DEFAULT_MAX_SNOOZES, Task
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -185,6 +185,8 @@ class Durq(
         hook_queue: str | None = None,
         fair_key: Callable[[dict[str, Any]], str] | None = None,
         strict_types: bool | None = None,
+        max_snoozes: int = DEFAULT_MAX_SNOOZES,
+        max_retry_after: float | None = MAX_RETRY_AFTER,
     ) -> Callable[[Callable[..., Any]], Task[Any, Any]]: ...
 
     def task(
@@ -209,6 +211,8 @@ class Durq(
         hook_queue: str | None = None,
         fair_key: Callable[[dict[str, Any]], str] | None = None,
         strict_types: bool | None = None,
+        max_snoozes: int = DEFAULT_MAX_SNOOZES,
+        max_retry_after: float | None = MAX_RETRY_AFTER,
     ) -> Task[Any, Any] | Callable[[Callable[..., Any]], Task[Any, Any]]:
         """Register a function (``def`` or ``async def``) as a task.
 
@@ -257,6 +261,13 @@ class Durq(
                 another's (docs/features/fairness.md).
             strict_types: check every annotated parameter at enqueue, not only rich ones
                 (None: the app's ``strict_types``); docs/features/typed-payloads.md.
+            max_snoozes: times one of its jobs may snooze (``raise durq.Snooze(s)``,
+                ``ctx.snooze(s)``; no attempt spent) before it fails instead, kind
+                ``snooze_limit`` (>= 0; default 100); docs/features/snooze.md.
+            max_retry_after: the cap in seconds on a Retry-After delay
+                (``Transient(retry_after=)``, an HTTP error's header; default 3,600,
+                :data:`durq.retry.MAX_RETRY_AFTER`; None: no cap). A longer delay is cut
+                to the cap and the attempt's error entry says so.
 
         Raises:
             ConfigError: a bad option, or another function already registered as ``name``.
@@ -270,6 +281,12 @@ class Durq(
                 raise ConfigError(f"fair_key must be a callable payload -> str, not {fair_key!r}")
             if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
                 raise ConfigError(f"timeout must be a positive number of seconds, not {timeout}")
+            if isinstance(max_snoozes, bool) or not isinstance(max_snoozes, int) or max_snoozes < 0:
+                raise ConfigError(f"max_snoozes must be an int >= 0, not {max_snoozes!r}")
+            if max_retry_after is not None and not max_retry_after >= 0:
+                raise ConfigError(
+                    f"max_retry_after must be seconds >= 0 or None, not {max_retry_after!r}"
+                )
             rules: Sequence[Rule | Classifier]
             if classify is None:
                 rules = ()
@@ -297,6 +314,8 @@ class Durq(
                 **self._hook_options(on_fail, hook_queue),
                 fair_key=fair_key,
                 strict_types=self.strict_types if strict_types is None else strict_types,
+                max_snoozes=max_snoozes,
+                max_retry_after=max_retry_after,
             )
             self.tasks[task_name] = registered
             return registered

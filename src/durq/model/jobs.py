@@ -136,9 +136,11 @@ class Claimed:
 class Outcome:
     """What one attempt came to, handed to the store to record under the lease token.
 
-    ``kind`` is one of ``succeeded``, ``retry``, ``failed``. A retry runs again ``delay``
-    seconds after the store's clock at the time it is recorded (the database's clock on
-    PostgreSQL), never at a time computed from the worker's clock.
+    ``kind`` is one of ``succeeded``, ``retry``, ``failed``, ``snooze``. A retry or a
+    snooze runs again ``delay`` seconds after the store's clock at the time it is recorded
+    (the database's clock on PostgreSQL), never at a time computed from the worker's clock.
+    A snooze hands the attempt back and counts one more snooze on the job, or fails the
+    job when it was snoozed ``max_snoozes`` times already (docs/features/snooze.md).
     """
 
     job_id: int
@@ -154,6 +156,12 @@ class Outcome:
     #: the job ``failed`` (also a retry the store turns into a failure), the store inserts
     #: the hook job in the same transaction (docs/features/hooks.md).
     on_fail: bool = False
+    #: for a ``snooze``: the task's ``max_snoozes`` (the store fails the job past it).
+    max_snoozes: int = 0
+
+
+#: The outcome kind of :class:`durq.Snooze` (docs/features/snooze.md).
+SNOOZE_KIND = "snooze"
 
 
 @dataclass(frozen=True, slots=True)

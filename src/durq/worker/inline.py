@@ -158,7 +158,7 @@ def _run_one(host: Worker, job: Claimed, skip_backoff: bool, result: DrainResult
     host.inflight.settle(attempt)
     host.report(attempt, outcome, applied)
     if applied:
-        {"succeeded": result.succeeded, "retry": result.retried}.get(
+        {"succeeded": result.succeeded, "retry": result.retried, "snooze": result.retried}.get(
             outcome.kind, result.failed
         ).append(job.id)
 

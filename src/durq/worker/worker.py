@@ -20,7 +20,7 @@ from durq.checks import check_worker_timing
 from durq.classify import describe
 from durq.context import JobContext
 from durq.errors import ConfigError
-from durq.model import AttemptError, Claimed, Outcome, WorkerInfo, WorkerReport
+from durq.model import SNOOZE_KIND, AttemptError, Claimed, Outcome, WorkerInfo, WorkerReport
 from durq.observability import events, tracing
 from durq.store import describe_url
 from durq.worker.executor import Executor
@@ -504,6 +504,8 @@ class Worker:
             events.emit(
                 events.JOB_SUCCEEDED, **base, duration=round(time.monotonic() - attempt.started, 6)
             )
+        elif outcome.kind == SNOOZE_KIND:  # the store may have failed it: max_snoozes
+            events.emit(events.JOB_SNOOZED, **base, delay=outcome.delay)
         elif outcome.kind == "retry":
             err = outcome.error
             events.emit(

@@ -127,22 +127,42 @@ UNION ALL"""
 )
 
 # Grouped finishes: one statement for a whole batch, each row still conditional on its token.
-_FINISHED = """
+# A snooze (durq.Snooze) goes back like a retry but hands its attempt back and counts one
+# more snooze; past o.cap (the task's max_snoozes) it fails with a 'snooze_limit' entry.
+_SNOOZED = "(o.kind = 'snooze' AND j.snoozes < o.cap)"
+_REQUEUED = "((o.kind = 'retry' AND j.attempts < j.max_attempts) OR " + _SNOOZED + ")"
+_FINISHED = (
+    (
+        """
 UPDATE {s}.jobs AS j
 SET state = CASE WHEN o.kind = 'succeeded' THEN 'succeeded'
-                 WHEN o.kind = 'retry' AND j.attempts < j.max_attempts THEN 'queued'
+                 WHEN __REQUEUED__ THEN 'queued'
                  ELSE 'failed' END,  -- a retry with no attempts left fails: the store bounds it
     result = CASE WHEN o.kind = 'succeeded' THEN o.result ELSE j.result END,
-    finished_at = CASE WHEN o.kind = 'retry' AND j.attempts < j.max_attempts THEN NULL
-                       ELSE {s}.epoch(%(at)s) END,
-    run_at = CASE WHEN o.kind = 'retry' THEN {s}.epoch(%(at)s) + o.delay ELSE j.run_at END,
-    errors = CASE WHEN o.error IS NULL THEN j.errors ELSE {s}.append_error(j.errors, o.error) END,
-    worker_id = CASE WHEN o.kind = 'retry' AND j.attempts < j.max_attempts THEN NULL
-                     ELSE j.worker_id END,
+    finished_at = CASE WHEN __REQUEUED__ THEN NULL ELSE {s}.epoch(%(at)s) END,
+    run_at = CASE WHEN o.kind = 'retry' OR __SNOOZED__ THEN {s}.epoch(%(at)s) + o.delay
+                  ELSE j.run_at END,
+    attempts = CASE WHEN __SNOOZED__ THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+    snoozes = CASE WHEN __SNOOZED__ THEN j.snoozes + 1 ELSE j.snoozes END,
+    errors = CASE WHEN o.kind = 'snooze' AND NOT __SNOOZED__
+                  THEN {s}.append_error(j.errors, json_build_object(
+                      'attempt', j.attempts, 'at', {s}.epoch(%(at)s), 'type', 'SnoozeLimit',
+                      'message', 'snoozed ' || j.snoozes || ' times, the most its task allows '
+                                 || '(max_snoozes=' || o.cap || '); the job fails',
+                      'traceback', '', 'kind', 'snooze_limit')::text)
+                  WHEN o.error IS NULL THEN j.errors
+                  ELSE {s}.append_error(j.errors, o.error) END,
+    worker_id = CASE WHEN __REQUEUED__ THEN NULL ELSE j.worker_id END,
     lease_token = NULL, lease_expires_at = NULL
 FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(kinds)s::text[], %(results)s::text[],
-            %(errors)s::text[], %(delays)s::float8[]) AS o(id, token, kind, result, error, delay)
-WHERE j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
+            %(errors)s::text[], %(delays)s::float8[], %(caps)s::int[])
+     AS o(id, token, kind, result, error, delay, cap)
+WHERE"""
+    )
+    .replace("__REQUEUED__", _REQUEUED)
+    .replace("__SNOOZED__", _SNOOZED)
+)
+_FINISHED += """ j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
   AND __PARENTS__
 RETURNING j.id
 """

@@ -129,6 +129,28 @@ SET state = 'failed', finished_at = :now, errors = json_insert({HISTORY}, '$[#]'
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
+# A snooze (durq.Snooze): back to the queue at :run_at with the attempt handed back and one
+# more snooze counted, the 'snoozed' entry appended; a job that used :max_snoozes already
+# fails instead with a 'snooze_limit' entry. Fenced like every finish.
+_SNOOZES_LEFT = "CAST(snoozes AS INTEGER) < :max_snoozes"
+FINISH_SNOOZE = f"""
+UPDATE jobs
+SET state = CASE WHEN {_SNOOZES_LEFT} THEN 'queued' ELSE 'failed' END,
+    finished_at = CASE WHEN {_SNOOZES_LEFT} THEN NULL ELSE :now END,
+    attempts = CASE WHEN {_SNOOZES_LEFT} THEN max(CAST(attempts AS INTEGER) - 1, 0)
+                    ELSE attempts END,
+    snoozes = CASE WHEN {_SNOOZES_LEFT} THEN snoozes + 1 ELSE snoozes END,
+    run_at = CASE WHEN {_SNOOZES_LEFT} THEN :run_at ELSE run_at END,
+    errors = json_insert({HISTORY}, '$[#]', CASE WHEN {_SNOOZES_LEFT} THEN json(:error)
+        ELSE json_object('attempt', attempts, 'at', :now, 'type', 'SnoozeLimit',
+            'message', 'snoozed ' || snoozes || ' times, the most its task allows '
+                       || '(max_snoozes=' || :max_snoozes || '); the job fails',
+            'traceback', '', 'kind', 'snooze_limit') END),
+    lease_token = NULL, lease_expires_at = NULL,
+    worker_id = CASE WHEN {_SNOOZES_LEFT} THEN NULL ELSE worker_id END
+WHERE id = :id AND lease_token = :token AND state = 'running'
+"""
+
 EXTEND_LEASE = """
 UPDATE jobs SET lease_expires_at = :expires
 WHERE id = :id AND lease_token = :token AND state = 'running'
