@@ -34,9 +34,7 @@ def snooze(c: Claimed, seconds: float, cap: int = 100) -> Outcome:
     return Outcome(c.id, c.lease_token, "snooze", error=error, delay=seconds, max_snoozes=cap)
 
 
-def test_a_snooze_spends_no_attempt_and_runs_after_its_delay(
-    app: durq.Durq, clock: Clock
-) -> None:
+def test_a_snooze_spends_no_attempt_and_runs_after_its_delay(app: durq.Durq, clock: Clock) -> None:
     register(app)
     job = app.tasks["work"].enqueue()
     c = claim(app)
