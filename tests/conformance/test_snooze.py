@@ -138,3 +138,22 @@ def test_the_executor_snoozes_and_caps_retry_after_as_told(app: durq.Durq) -> No
     bad = run("too_long")
     assert bad.kind == "failed" and bad.error is not None
     assert "not between 0 and 2592000 s" in bad.error.message
+
+
+def test_drain_runs_snoozes_that_are_due_and_leaves_later_ones(app: durq.Durq) -> None:
+    """durq.testing.drain (and eager mode): a snooze is not skipped like a backoff."""
+    from durq.testing import drain
+
+    @app.task(max_snoozes=2)
+    def again() -> None:
+        raise durq.Snooze(0)
+
+    @app.task
+    def later() -> None:
+        durq.context().snooze(60)
+
+    a, b = again.enqueue(), later.enqueue()
+    result = drain(app)
+    assert result.failed == [a.id] and result.retried.count(a.id) == 2
+    assert (app.get(a.id).state, app.get(a.id).snoozes) == ("failed", 2)
+    assert (app.get(b.id).state, app.get(b.id).snoozes) == ("scheduled", 1)
