@@ -414,7 +414,9 @@ class Durq(
         :meth:`retry` does, in one transaction per ``chunk`` jobs (lowest ids first).
 
         Only the jobs that exist when the call starts are replayed, each at most once,
-        even if some fail again before the call returns.
+        even if some fail again before the call returns. A job whose active unique key
+        (``unique="active"``) a live job holds is skipped (of several finished jobs with one
+        key, the first is replayed).
 
         Args:
             state: ``succeeded``, ``failed``, ``cancelled`` or ``expired``.
@@ -438,11 +440,11 @@ class Durq(
         upto = newest[0].id if newest else 0
         after, total = 0, 0
         while True:
-            ids = self.store.retry_matching(state, queue, task, after, upto, chunk)
+            ids, last = self.store.retry_matching(state, queue, task, after, upto, chunk)
             total += len(ids)
-            if len(ids) < chunk:
+            if last is None:
                 return total
-            after = ids[-1]
+            after = last
 
     def cancel(self, job_id: int, *, parked_only: bool = False) -> Job:
         """Cancel a queued, scheduled, running or parked job.

@@ -118,5 +118,28 @@ def test_retry_where_leaves_jobs_newer_than_the_call_alone(app: durq.Durq) -> No
     upto = job.id
     newer = app.tasks["work"].enqueue()
     fail(app, claim(app))
-    assert app.store.retry_matching("failed", None, None, 0, upto, 10) == [job.id]
+    assert app.store.retry_matching("failed", None, None, 0, upto, 10) == ([job.id], job.id)
+    assert app.store.retry_matching("failed", None, None, job.id, upto, 10) == ([], None)
     assert app.get(newer.id).state == "failed"
+
+
+def test_a_job_whose_unique_key_is_held_again_is_not_replayed(app: durq.Durq) -> None:
+    register(app)
+    first = app.tasks["work"].options(unique="active", key="k").enqueue()
+    c = claim(app)
+    app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="0")])
+    holder = app.tasks["work"].options(unique="active", key="k").enqueue()
+    assert holder.id != first.id
+    with pytest.raises(durq.JobGone, match="holds its unique key"):
+        app.retry(first.id)
+    assert app.get(first.id).state == "succeeded"
+    assert app.retry_where("succeeded") == 0  # skipped, not an error
+    c = claim(app)
+    app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="0")])
+    assert app.retry_where("succeeded", chunk=1) == 1  # one of the two: then the key is held
+    assert sorted(str(app.get(j.id).state) for j in (first, holder)) == ["queued", "succeeded"]
+    c = claim(app)
+    app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="0")])
+    # both in one chunk, sharing the key: the first is replayed, the second skipped
+    assert app.retry_where("succeeded") == 1
+    assert [str(app.get(j.id).state) for j in (first, holder)] == ["queued", "succeeded"]

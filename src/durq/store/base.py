@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from durq.codecs import Codec
+from durq.errors import JobGone
 from durq.model import (
     Alert,
     BatchRecord,
@@ -164,7 +165,11 @@ class Store(Protocol):
     def retry(self, job_id: int) -> bool:
         """Replay a succeeded, failed, cancelled or expired job: back to queued with a fresh
         attempt budget, its history kept plus one ``replayed`` entry. False (nothing
-        changed) in any other state."""
+        changed) in any other state.
+
+        Raises:
+            JobGone: another live job holds the job's active unique key (nothing changed).
+        """
         ...
 
     def retry_matching(
@@ -175,10 +180,12 @@ class Store(Protocol):
         after: int,
         upto: int,
         limit: int,
-    ) -> list[int]:
-        """Replay, in one transaction, up to ``limit`` jobs in ``state`` (of ``queue`` and
-        ``task`` when given) whose id is in ``(after, upto]``, lowest ids first; returns
-        their ids (sorted). A chunk of ``durq retry --state``."""
+    ) -> tuple[list[int], int | None]:
+        """Replay, in one transaction, the first ``limit`` jobs in ``state`` (of ``queue``
+        and ``task`` when given) whose id is in ``(after, upto]``, lowest ids first; a
+        chunk of ``durq retry --state``. Jobs whose active unique key another live job
+        holds are skipped. Returns the ids replayed (sorted) and the highest id looked
+        at (None: no job matched; the next chunk starts after it)."""
         ...
 
     def cancel(self, job_id: int) -> bool: ...
@@ -533,3 +540,12 @@ class Shortcuts:
     def finish(self, outcomes: Sequence[Outcome]) -> list[bool]:
         """Record outcomes (one transaction); True per outcome whose token still held."""
         return self.finish_and_claim(outcomes, (), (), 0, 0.0, "")[0]
+
+
+def unique_key_held(job_id: int) -> JobGone:
+    """The error of a replay (:meth:`Store.retry`) whose unique key another live job holds
+    now (``unique="active"``: the index ``jobs_unique_active``)."""
+    return JobGone(
+        f"job {job_id} cannot be retried now: another queued or running job holds its "
+        "unique key (unique='active'); retry it once that one has finished"
+    )

@@ -280,18 +280,29 @@ _REPLAYABLE = "('succeeded', 'failed', 'cancelled', 'expired')"
 
 RETRY = "UPDATE {s}.jobs" + _REPLAY_SET + "WHERE id = %(id)s AND state IN " + _REPLAYABLE
 
-RETRY_MATCHING = (
-    "UPDATE {s}.jobs"
-    + _REPLAY_SET
-    + """WHERE id IN (SELECT id FROM {s}.jobs
-             WHERE state = %(state)s::text AND state IN """
+REPLAY_CANDIDATES = (
+    """SELECT id FROM {s}.jobs
+WHERE state = %(state)s::text AND state IN """
     + _REPLAYABLE
     + """
-               AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-               AND (%(task)s::text IS NULL OR task = %(task)s::text)
-               AND id > %(after)s AND id <= %(upto)s
-             ORDER BY id LIMIT %(limit)s
-             FOR UPDATE SKIP LOCKED)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND id > %(after)s AND id <= %(upto)s
+ORDER BY id LIMIT %(limit)s
+"""
+)
+
+# The chunk's candidates in one statement, except those whose unique key a live job holds.
+RETRY_IDS = (
+    "UPDATE {s}.jobs AS c"
+    + _REPLAY_SET
+    + "WHERE id = ANY(%(ids)s::bigint[]) AND state IN "
+    + _REPLAYABLE
+    + """
+  AND NOT (c.unique_key IS NOT NULL AND c.unique_until IS NULL AND EXISTS (
+      SELECT 1 FROM {s}.jobs AS h
+      WHERE h.queue = c.queue AND h.unique_key = c.unique_key AND h.unique_until IS NULL
+        AND h.state IN ('queued', 'running', 'waiting', 'parked') AND h.id != c.id))
 RETURNING id
 """
 )

@@ -225,6 +225,15 @@ SET state = 'queued', attempts = 0, shutdown_requeues = 0, snoozes = 0, run_at =
 
 REPLAYABLE = "('succeeded', 'failed', 'cancelled', 'expired')"
 
+# A job whose active unique key (unique="active") another live job holds now cannot be
+# replayed (jobs_unique_active): the bulk replay skips it, dq.retry says so.
+_KEY_HELD = (
+    "({j}.unique_key IS NOT NULL AND {j}.unique_until IS NULL AND EXISTS ("
+    "SELECT 1 FROM jobs AS h WHERE h.queue = {j}.queue AND h.unique_key = {j}.unique_key"
+    " AND h.unique_until IS NULL AND h.state IN ('queued', 'running', 'waiting', 'parked')"
+    " AND h.id != {j}.id))"
+)
+
 RETRY = f"""
 UPDATE jobs {_REPLAY_SET}
 WHERE id = :id AND state IN {REPLAYABLE}
@@ -233,13 +242,19 @@ WHERE id = :id AND state IN {REPLAYABLE}
 # durq retry --state: one chunk of the matches, in id order after :after and up to :upto
 # (the newest id when the command began, so that a job failing again meanwhile is not
 # retried twice by one command).
-RETRY_MATCHING = f"""
+REPLAY_CANDIDATES = f"""
+SELECT id FROM jobs
+WHERE state = :state AND state IN {REPLAYABLE}
+  AND (:queue IS NULL OR queue = :queue) AND (:task IS NULL OR task = :task)
+  AND id > :after AND id <= :upto
+ORDER BY id LIMIT :limit
+"""
+
+# The chunk's candidates in one statement, except those whose unique key a live job holds.
+RETRY_IDS = f"""
 UPDATE jobs {_REPLAY_SET}
-WHERE id IN (SELECT id FROM jobs
-             WHERE state = :state AND state IN {REPLAYABLE}
-               AND (:queue IS NULL OR queue = :queue) AND (:task IS NULL OR task = :task)
-               AND id > :after AND id <= :upto
-             ORDER BY id LIMIT :limit)
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state IN {REPLAYABLE}
+  AND NOT {_KEY_HELD.format(j="jobs")}
 RETURNING id
 """
 
