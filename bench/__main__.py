@@ -22,7 +22,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import cases, dashboard_cases, floor, litequeue_case, pg_cases, workflows
+from bench import cases, dashboard_cases, floor, litequeue_case, pg_cases, recovery, workflows
 from bench.common import machine_info
 from bench.pg import default_pg_url, server_info
 from bench.report import Results, Section, pg_section, render, sqlite_section, table_rows
@@ -75,6 +75,7 @@ def plan(base: str, sizes: cases.Sizes) -> Plan:
         ),
     ]
     out += workflows.plan(base, sizes.drain, sizes.chunk)  # issue 15's rows
+    out += recovery.plan(base)  # issue 11: recovery after kill -9
     return out
 
 
@@ -122,6 +123,7 @@ def pg_plan(base: str, url: str, sizes: cases.Sizes) -> Plan:
             ),
         ),
     ]
+    out += recovery.pg_plan(base, url)
     return out
 
 
@@ -183,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         sections.append(workflows.section(sizes.drain))
+        sections.append(recovery.section())
     pg_todo = pg_plan(args.dir, args.pg_url, sizes)
     pg_skipped: str | None = None
     if args.pg or any(not wanted or name in wanted for name, _ in pg_todo):
@@ -200,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             todo += pg_todo
             sections.append(pg_section(sizes.as_dict()))
+            if args.pg:
+                sections.append(recovery.section())
     results: Results = {}
     began = time.perf_counter()
     for name, thunk in todo:

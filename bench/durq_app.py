@@ -28,6 +28,7 @@ class App:
     noop: durq.Task[Any, Any]
     stamp: durq.Task[Any, Any]
     fair: durq.Task[Any, Any]
+    nap: durq.Task[Any, Any]
 
 
 def make_app(url: str | None = None) -> App:
@@ -53,6 +54,13 @@ def make_app(url: str | None = None) -> App:
     def stamp() -> float:
         return time.time()
 
+    def nap(ms: float) -> None:  # the recovery case's 5 ms jobs
+        time.sleep(ms / 1000)
+
     return App(
-        dq, dq.task(noop), dq.task(stamp), dq.task(fair_key=lambda p: str(p["tenant"]))(fair)
+        dq,
+        dq.task(noop),
+        dq.task(stamp),
+        dq.task(fair_key=lambda p: str(p["tenant"]))(fair),
+        dq.task(max_attempts=10)(nap),
     )

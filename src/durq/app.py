@@ -46,9 +46,9 @@ from durq.payload import (
     DEFAULT_PAYLOAD_LIMIT,
     DEFAULT_RESULT_LIMIT,
 )
-from durq.retry import Backoff, as_backoff
+from durq.retry import MAX_RETRY_AFTER, Backoff, as_backoff
 from durq.store import Store, open_store
-from durq.task import Task
+from durq.task import DEFAULT_MAX_SNOOZES, Task
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -185,6 +185,8 @@ class Durq(
         hook_queue: str | None = None,
         fair_key: Callable[[dict[str, Any]], str] | None = None,
         strict_types: bool | None = None,
+        max_snoozes: int = DEFAULT_MAX_SNOOZES,
+        max_retry_after: float | None = MAX_RETRY_AFTER,
     ) -> Callable[[Callable[..., Any]], Task[Any, Any]]: ...
 
     def task(
@@ -209,6 +211,8 @@ class Durq(
         hook_queue: str | None = None,
         fair_key: Callable[[dict[str, Any]], str] | None = None,
         strict_types: bool | None = None,
+        max_snoozes: int = DEFAULT_MAX_SNOOZES,
+        max_retry_after: float | None = MAX_RETRY_AFTER,
     ) -> Task[Any, Any] | Callable[[Callable[..., Any]], Task[Any, Any]]:
         """Register a function (``def`` or ``async def``) as a task.
 
@@ -257,6 +261,13 @@ class Durq(
                 another's (docs/features/fairness.md).
             strict_types: check every annotated parameter at enqueue, not only rich ones
                 (None: the app's ``strict_types``); docs/features/typed-payloads.md.
+            max_snoozes: times one of its jobs may snooze (``raise durq.Snooze(s)``,
+                ``ctx.snooze(s)``; no attempt spent) before it fails instead, kind
+                ``snooze_limit`` (>= 0; default 100); docs/features/snooze.md.
+            max_retry_after: the cap in seconds on a Retry-After delay
+                (``Transient(retry_after=)``, an HTTP error's header; default 3,600,
+                :data:`durq.retry.MAX_RETRY_AFTER`; None: no cap). A longer delay is cut
+                to the cap and the attempt's error entry says so.
 
         Raises:
             ConfigError: a bad option, or another function already registered as ``name``.
@@ -270,6 +281,12 @@ class Durq(
                 raise ConfigError(f"fair_key must be a callable payload -> str, not {fair_key!r}")
             if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
                 raise ConfigError(f"timeout must be a positive number of seconds, not {timeout}")
+            if isinstance(max_snoozes, bool) or not isinstance(max_snoozes, int) or max_snoozes < 0:
+                raise ConfigError(f"max_snoozes must be an int >= 0, not {max_snoozes!r}")
+            if max_retry_after is not None and not max_retry_after >= 0:
+                raise ConfigError(
+                    f"max_retry_after must be seconds >= 0 or None, not {max_retry_after!r}"
+                )
             rules: Sequence[Rule | Classifier]
             if classify is None:
                 rules = ()
@@ -297,6 +314,8 @@ class Durq(
                 **self._hook_options(on_fail, hook_queue),
                 fair_key=fair_key,
                 strict_types=self.strict_types if strict_types is None else strict_types,
+                max_snoozes=max_snoozes,
+                max_retry_after=max_retry_after,
             )
             self.tasks[task_name] = registered
             return registered
@@ -362,20 +381,70 @@ class Durq(
         return [Job(self.store, r) for r in records]
 
     def retry(self, job_id: int) -> Job:
-        """Put a failed, cancelled or expired job back in the queue with a fresh attempt budget.
+        """Replay a finished job: put a succeeded, failed, cancelled or expired job back in
+        the queue with a fresh attempt budget (docs/features/replay.md).
 
-        Its error history is kept.
+        Its history is kept: the old attempts' entries stay, and one ``replayed`` entry
+        records how the run before ended (state and attempts; a succeeded run has no other
+        entry). Attempt numbers start again at 1; the old result and the snooze count are
+        cleared.
 
         Raises:
             JobNotFound: no such job.
-            JobGone: the job is not failed, cancelled or expired (nothing changed).
+            JobGone: the job is queued, scheduled, running, waiting or parked (it has not
+                finished: nothing changed).
         """
         if not self.store.retry(_as_id("job id", job_id)):
             job = self.get(job_id)
             raise JobGone(
-                f"job {job_id} is {job.state}; only failed, cancelled or expired jobs can be retried"
+                f"job {job_id} is {job.state}; only a finished job (succeeded, failed, "
+                "cancelled or expired) can be retried"
             )
         return self.get(job_id)
+
+    def retry_where(
+        self,
+        state: str = "failed",
+        *,
+        queue: str | None = None,
+        task: str | None = None,
+        chunk: int = 500,
+    ) -> int:
+        """Replay every job in ``state`` (of ``queue`` / ``task`` when given), as
+        :meth:`retry` does, in one transaction per ``chunk`` jobs (lowest ids first).
+
+        Only the jobs that exist when the call starts are replayed, each at most once,
+        even if some fail again before the call returns. A job whose active unique key
+        (``unique="active"``) a live job holds is skipped (of several finished jobs with one
+        key, the first is replayed).
+
+        Args:
+            state: ``succeeded``, ``failed``, ``cancelled`` or ``expired``.
+            queue: only this queue (None: every queue).
+            task: only this task name (None: every task).
+            chunk: jobs per transaction (>= 1).
+
+        Returns:
+            How many jobs were replayed.
+
+        Raises:
+            ConfigError: ``state`` is not a finished state, or ``chunk`` < 1.
+        """
+        if state not in {"succeeded", "failed", "cancelled", "expired"}:
+            raise ConfigError(
+                f"state must be succeeded, failed, cancelled or expired, not {state!r}"
+            )
+        if chunk < 1:
+            raise ConfigError(f"chunk must be >= 1, not {chunk}")
+        newest = self.store.list_jobs(state=None, queue=None, task=None, limit=1)
+        upto = newest[0].id if newest else 0
+        after, total = 0, 0
+        while True:
+            ids, last = self.store.retry_matching(state, queue, task, after, upto, chunk)
+            total += len(ids)
+            if last is None:
+                return total
+            after = last
 
     def cancel(self, job_id: int, *, parked_only: bool = False) -> Job:
         """Cancel a queued, scheduled, running or parked job.

@@ -6,11 +6,11 @@ import contextvars
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from durq.codecs import Codec
 from durq.dependencies import ParentResults
-from durq.errors import DurqError
+from durq.errors import DurqError, Snooze
 from durq.model import ParentResult
 from durq.payload import encode, is_finite_fraction
 from durq.steps import StepStore, run_step, run_step_async
@@ -142,6 +142,20 @@ class JobContext:
         return await run_step_async(self, self._steps, name, fn, args, kwargs)
 
     # -- hooks --
+
+    def snooze(self, seconds: float) -> NoReturn:
+        """Put this job back to run again ``seconds`` from now without spending an attempt:
+        raises :class:`durq.Snooze` (let it escape the task; see that class and
+        docs/features/snooze.md).
+
+        Args:
+            seconds: the delay, 0 to 30 days (:data:`durq.errors.MAX_SNOOZE`).
+
+        Raises:
+            Snooze: always (that is how the job is put back).
+            SnoozeError: a bad delay (not a number, negative, not finite, over 30 days).
+        """
+        raise Snooze(seconds)
 
     def will_retry(self, exc: BaseException) -> bool:
         """Whether the worker would retry this job if the task raised ``exc`` now.

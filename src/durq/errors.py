@@ -82,13 +82,54 @@ class Transient(TaskSignal):
 
     Args:
         message: text stored in the job's error history.
-        retry_after: seconds to wait before the next attempt, overriding the
-            backoff policy (still capped by the worker's ``max_retry_after``).
+        retry_after: seconds to wait before the next attempt, overriding the backoff
+            policy. Capped by the task's ``max_retry_after`` (default 3,600 s,
+            :data:`durq.retry.MAX_RETRY_AFTER`; None: no cap): a longer wait is cut to the
+            cap and the error entry says so. To wait longer without spending an attempt,
+            raise :class:`Snooze`.
     """
 
     def __init__(self, message: str = "", retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+#: The longest a job may snooze at once, in seconds (30 days): a longer delay is an error,
+#: never a silent cap (enqueue a new job with ``run_at=`` for a date further out).
+MAX_SNOOZE = 30 * 86400.0
+
+
+class Snooze(TaskSignal):
+    """Put the job back to run again ``seconds`` from now, without spending an attempt.
+
+    Raise it from a task (or call ``durq.context().snooze(seconds)``, which raises it) when
+    the job cannot do its work yet: a file not uploaded, a provider's Retry-After, a
+    polling loop. The store records it under the attempt's lease token (a fenced-out
+    worker's snooze changes nothing): the job goes back to ``queued`` with ``run_at`` =
+    now + ``seconds`` on the store's clock, the attempt handed back, its ``snoozes``
+    count plus one and a ``snoozed`` entry in its history. Past the task's
+    ``max_snoozes`` (default 100) the job fails instead (kind ``snooze_limit``), so
+    nothing loops for ever. docs/features/snooze.md.
+
+    Args:
+        seconds: the delay (a number, 0 to :data:`MAX_SNOOZE`).
+
+    Raises:
+        SnoozeError: ``seconds`` is not a number, negative, not finite, or over
+            :data:`MAX_SNOOZE` (raised from a task body, it fails the job permanently
+            with that message).
+    """
+
+    def __init__(self, seconds: float) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise SnoozeError(f"snooze seconds must be a number, not {seconds!r}")
+        if not 0 <= seconds <= MAX_SNOOZE:  # NaN fails both comparisons
+            raise SnoozeError(
+                f"a snooze of {seconds} s is not between 0 and {MAX_SNOOZE:.0f} s (30 days); "
+                "enqueue a job with run_at= for a time further out"
+            )
+        super().__init__(f"snoozed for {float(seconds):g} s")
+        self.seconds = float(seconds)
 
 
 class PauseQueue(TaskSignal):
@@ -110,6 +151,10 @@ class PauseQueue(TaskSignal):
     def __init__(self, reason: str = "") -> None:
         super().__init__(reason)
         self.reason = str(reason)
+
+
+class SnoozeError(ConfigError, Permanent):
+    """A bad :class:`Snooze` delay. Raised in a task body it fails the job at once."""
 
 
 class StoreFull(StoreError):

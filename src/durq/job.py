@@ -30,6 +30,8 @@ class Job:
         deadline, notice_at, noticed_at, park_expires_at: deadline times (epoch seconds, or
             None; docs/features/deadlines.md and parked.md).
         batch_id: the batch it belongs to, or None (docs/features/batches.md).
+        snoozes: times it was snoozed since it was enqueued or last replayed (int;
+            docs/features/snooze.md).
     """
 
     __slots__ = ("_record", "_store")
@@ -123,6 +125,12 @@ class Job:
     def batch_id(self) -> int | None:
         """The batch it belongs to (``dq.batch``; see :meth:`durq.Durq.batch_status`), or None."""
         return self._record.batch_id
+
+    @property
+    def snoozes(self) -> int:
+        """Times the job was snoozed (put back without spending an attempt) since it was
+        enqueued or last replayed; bounded by its task's ``max_snoozes``."""
+        return int(self._record.snoozes or 0)
 
     @property
     def worker_id(self) -> str | None:
@@ -324,4 +332,5 @@ class Job:
             "noticed_at": self.noticed_at,
             "park_expires_at": self.park_expires_at,
             "batch_id": self.batch_id,
+            "snoozes": self.snoozes,
         }

@@ -25,8 +25,10 @@ from urllib.error import HTTPError
 
 from durq.errors import ConfigError
 
-#: Largest ``Retry-After`` delay (seconds, one hour) callers should honour. Larger
-#: values found on errors are clamped to it by the worker, not by this module.
+#: The default cap on a ``Retry-After`` delay (seconds, one hour): each task's
+#: ``max_retry_after`` (``@dq.task(max_retry_after=...)``; None: no cap). A longer delay
+#: found on an error is cut to the cap by the worker, not by this module, and the attempt's
+#: error entry says so (docs/features/snooze.md).
 MAX_RETRY_AFTER = 3600.0
 
 _MAX_DEPTH = 16  # links followed from the outermost error (which is at depth 0)

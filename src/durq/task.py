@@ -11,12 +11,15 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
 from durq.classify import Classifier, Rule
 from durq.context import JobContext, bind, current, direct_context, unbind
-from durq.retry import Backoff
+from durq.retry import MAX_RETRY_AFTER, Backoff
 from durq.typed import TypedParams
 
 if TYPE_CHECKING:
     from durq.job import Job
     from durq.limits import TaskLimits
+
+#: Snoozes a job may take before it fails (the task option ``max_snoozes``).
+DEFAULT_MAX_SNOOZES = 100
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -92,6 +95,10 @@ class Task(Generic[P, R]):
         on_fail: hook ``fn(job: durq.Job) -> None`` run (as a hook job) once a job of this
             task ended ``failed``, by any path, or None (docs/features/hooks.md).
         hook_queue: the queue of its hook jobs, or None for the job's own queue.
+        max_snoozes: how many times one of its jobs may snooze (:class:`durq.Snooze`)
+            before it fails instead (docs/features/snooze.md).
+        max_retry_after: the cap in seconds on a Retry-After delay
+            (``Transient(retry_after=)``, a provider's header), or None for no cap.
     """
 
     def __init__(
@@ -115,8 +122,12 @@ class Task(Generic[P, R]):
         hook_queue: str | None = None,
         fair_key: Callable[[dict[str, Any]], str] | None = None,
         strict_types: bool = False,
+        max_snoozes: int = DEFAULT_MAX_SNOOZES,
+        max_retry_after: float | None = MAX_RETRY_AFTER,
     ) -> None:
         self.app = app
+        self.max_snoozes = max_snoozes
+        self.max_retry_after = max_retry_after
         self.fair_key = fair_key
         self.strict_types = strict_types
         self.typed = TypedParams(fn, strict_types)  # typed payloads (durq.typed)

@@ -27,8 +27,9 @@ Transitions (every one that touches a running job is conditional on its lease to
   ``lease_lost`` error appended) or to ``failed`` when ``attempts >= max_attempts``.
 - release and reap keep the job's ``run_at``, so a recovered job keeps its place at the head
   of the queue (commit c851a2e).
-- retry: ``failed``/``cancelled``/``expired`` back to ``queued`` now, attempts and give-backs
-  reset to 0, result cleared, history kept.
+- retry (replay): ``succeeded``/``failed``/``cancelled``/``expired`` back to ``queued`` now,
+  attempts and give-backs reset to 0, result cleared, history kept plus one ``replayed``
+  entry (its attempt: the attempts the run before used).
 - cancel: ``parked``, ``queued`` (incl. scheduled) or ``running`` become ``cancelled``; the
   lease is revoked.
 """
@@ -38,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "expired"})
-RETRYABLE = frozenset({"failed", "cancelled", "expired"})
+RETRYABLE = frozenset({"succeeded", "failed", "cancelled", "expired"})
 CANCELLABLE = frozenset({"parked", "queued", "running"})
 
 
@@ -241,6 +242,7 @@ class QueueModel:
         job = self.jobs[job_id]
         if job.state not in RETRYABLE:
             return False
+        job.errors.append((job.attempts, "replayed"))  # how the run before ended
         job.state = "queued"
         job.attempts = 0
         job.shutdown_requeues = 0

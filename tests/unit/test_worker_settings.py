@@ -46,6 +46,9 @@ def app_with_task(make_app: Callable[..., durq.Durq]) -> durq.Durq:
         ({"reap_interval": math.inf}, "reap interval must be a finite"),
         ({"poll_interval": 0}, "poll interval must be a finite"),
         ({"idle_claim_interval": math.nan}, "idle claim interval must be a finite"),
+        ({"rescue_after": 1.0}, "rescue_after must be at least 2 s"),
+        ({"rescue_after": math.inf}, "rescue_after must be at least 2 s"),
+        ({"rescue_after": math.nan}, "rescue_after must be at least 2 s"),
     ],
 )
 def test_settings_that_cannot_work_are_refused(

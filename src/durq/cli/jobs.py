@@ -116,14 +116,64 @@ BULK_STATES = {
 }
 
 
+#: ``durq retry --state`` asks for ``--yes`` above this many matching jobs.
+RETRY_CONFIRM_ABOVE = 100
+
+
 @cli.command()
 @click.argument("job_ids", type=JOB_ID, nargs=-1)
 @TAG_OPTION
+@click.option(
+    "--state",
+    default=None,
+    type=click.Choice(["failed", "cancelled", "expired", "succeeded"]),
+    help="Every job in this state (instead of JOB_IDS), one transaction per 500.",
+)
+@click.option("--queue", default=None, help="With --state: only this queue.")
+@click.option("--task", default=None, help="With --state: only this task.")
+@click.option(
+    "--yes", is_flag=True, help=f"With --state: required above {RETRY_CONFIRM_ABOVE} jobs."
+)
 @db_option
 @json_option
-def retry(job_ids: tuple[int, ...], tag: str | None, db: str, as_json: bool) -> None:
-    """Re-queue failed, cancelled or expired jobs with a fresh attempt budget."""
-    _steer(db, _with_tag(db, job_ids, tag, "retry"), as_json, "retry")
+def retry(
+    job_ids: tuple[int, ...],
+    tag: str | None,
+    state: str | None,
+    queue: str | None,
+    task: str | None,
+    yes: bool,
+    db: str,
+    as_json: bool,
+) -> None:
+    """Replay finished jobs (succeeded, failed, cancelled or expired) with a fresh attempt
+    budget; their history is kept. With --state, every match: prints the count."""
+    if state is None:
+        if queue is not None or task is not None or yes:
+            fail("--queue, --task and --yes go with --state", EXIT_USAGE)
+        _steer(db, _with_tag(db, job_ids, tag, "retry"), as_json, "retry")
+        return
+    if job_ids or tag is not None:
+        fail("give JOB_IDS / --tag or --state, not both", EXIT_USAGE)
+    try:
+        app = open_existing(db)
+        if not yes:
+            found = app.store.list_jobs(
+                state=state, queue=queue, task=task, limit=RETRY_CONFIRM_ABOVE + 1
+            )
+            if len(found) > RETRY_CONFIRM_ABOVE:
+                fail(
+                    f"more than {RETRY_CONFIRM_ABOVE} {state} jobs match; nothing was retried "
+                    "(add --yes to retry them all)",
+                    EXIT_USAGE,
+                )
+        count = app.retry_where(state, queue=queue, task=task)
+    except DurqError as exc:
+        fail(str(exc))
+    if as_json:
+        render.print_json({"retried": count, "state": state, "queue": queue, "task": task})
+    else:
+        click.echo(f"retried {count} {state} job{'' if count == 1 else 's'}")
 
 
 @cli.command()

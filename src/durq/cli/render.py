@@ -180,6 +180,7 @@ def job_detail(job: Job) -> None:
     finished = job.finished_at is not None
     rows: list[tuple[str, object]] = [
         ("attempts", f"{job.attempts}/{job.max_attempts}"),
+        ("snoozes", job.snoozes or None),
         ("priority", job.priority),
         ("key", job.key),
         ("created", when(job.created_at)),

@@ -23,6 +23,7 @@ from durq.model.jobs import (
     HOOK_MAX_ATTEMPTS,
     HOOK_TASK_PREFIX,
     RETRYABLE_STATES,
+    SNOOZE_KIND,
     TERMINAL_STATES,
     AttemptError,
     Claimed,
@@ -30,6 +31,7 @@ from durq.model.jobs import (
     JobState,
     Outcome,
     ReapSummary,
+    RescueSummary,
     SweepSummary,
 )
 from durq.model.limits import JobLimit, LimitUsage
@@ -42,6 +44,7 @@ __all__ = [
     "HOOK_MAX_ATTEMPTS",
     "HOOK_TASK_PREFIX",
     "RETRYABLE_STATES",
+    "SNOOZE_KIND",
     "TERMINAL_STATES",
     "Alert",
     "AttemptError",
@@ -67,6 +70,7 @@ __all__ = [
     "QueuePause",
     "ReapSummary",
     "RefResult",
+    "RescueSummary",
     "ScheduleDefinition",
     "ScheduleRecord",
     "Series",

@@ -26,7 +26,8 @@ class JobState(enum.StrEnum):
 TERMINAL_STATES = frozenset(
     {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED}
 )
-RETRYABLE_STATES = frozenset({JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED})
+#: The states :meth:`durq.Durq.retry` replays (every finished state).
+RETRYABLE_STATES = TERMINAL_STATES
 
 #: Deadline hooks run as jobs of the task ``durq.hook:<task>`` (docs/features/deadlines.md),
 #: keyed ``durq.expire:<job id>`` / ``durq.slow:<job id>`` so that each is enqueued once.
@@ -110,6 +111,9 @@ class JobRecord:
     noticed_at: float | None = None
     park_expires_at: float | None = None
     batch_id: int | None = None
+    #: times the job was snoozed (put back without spending an attempt) since its last
+    #: replay; bounded by the task's ``max_snoozes`` (docs/features/snooze.md)
+    snoozes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,9 +136,11 @@ class Claimed:
 class Outcome:
     """What one attempt came to, handed to the store to record under the lease token.
 
-    ``kind`` is one of ``succeeded``, ``retry``, ``failed``. A retry runs again ``delay``
-    seconds after the store's clock at the time it is recorded (the database's clock on
-    PostgreSQL), never at a time computed from the worker's clock.
+    ``kind`` is one of ``succeeded``, ``retry``, ``failed``, ``snooze``. A retry or a
+    snooze runs again ``delay`` seconds after the store's clock at the time it is recorded
+    (the database's clock on PostgreSQL), never at a time computed from the worker's clock.
+    A snooze hands the attempt back and counts one more snooze on the job, or fails the
+    job when it was snoozed ``max_snoozes`` times already (docs/features/snooze.md).
     """
 
     job_id: int
@@ -150,6 +156,12 @@ class Outcome:
     #: the job ``failed`` (also a retry the store turns into a failure), the store inserts
     #: the hook job in the same transaction (docs/features/hooks.md).
     on_fail: bool = False
+    #: for a ``snooze``: the task's ``max_snoozes`` (the store fails the job past it).
+    max_snoozes: int = 0
+
+
+#: The outcome kind of :class:`durq.Snooze` (docs/features/snooze.md).
+SNOOZE_KIND = "snooze"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +169,26 @@ class ReapSummary:
     """What one reaper pass did: leases returned to the queue, jobs failed for lack of attempts."""
 
     at: float
+    recovered: int = 0
+    failed: int = 0
+    job_ids: tuple[int, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class RescueSummary:
+    """What one rescue pass did (docs/guarantees.md, "Rescue of a dead worker's jobs").
+
+    Attributes:
+        at: the store's clock at the pass, seconds since the epoch.
+        workers: ids of the workers found dead (liveness row stale, or process gone)
+            whose running jobs were returned.
+        recovered: jobs returned to the queue (their attempt stays counted).
+        failed: jobs failed because they had no attempts left.
+        job_ids: ids of every job the pass took back.
+    """
+
+    at: float
+    workers: tuple[str, ...] = field(default_factory=tuple)
     recovered: int = 0
     failed: int = 0
     job_ids: tuple[int, ...] = field(default_factory=tuple)

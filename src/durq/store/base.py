@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from durq.codecs import Codec
+from durq.errors import JobGone
 from durq.model import (
     Alert,
     BatchRecord,
@@ -30,6 +31,7 @@ from durq.model import (
     QueuePause,
     ReapSummary,
     RefResult,
+    RescueSummary,
     ScheduleDefinition,
     ScheduleRecord,
     StatusData,
@@ -124,6 +126,30 @@ class Store(Protocol):
         enqueue gets its on_fail hook job in the same transaction (durq.hooks)."""
         ...
 
+    def beat_worker(
+        self, worker_id: str, rescue_after: float | None, proc: str | None
+    ) -> int | None:
+        """The worker's liveness beat (about every second, apart from job leases): mark it
+        seen now, with ``rescue_after`` (seconds without a beat after which the leader
+        counts it dead; None: never by staleness) and ``proc`` (its process stamp, see
+        :func:`durq.worker.liveness.proc_stamp`). Returns how many times its jobs were
+        rescued so far, or None when its row is gone."""
+        ...
+
+    def local_workers(self, host: str) -> list[tuple[str, int, str]]:
+        """(id, pid, proc stamp) of the workers registered from ``host`` that stamped
+        their process (a read)."""
+        ...
+
+    def rescue(self, dead: Sequence[str] = (), fail_tasks: Sequence[str] = ()) -> RescueSummary:
+        """Return the running jobs of dead workers at once: those whose liveness row is
+        older than their ``rescue_after``, and ``dead`` (ids whose process the caller saw
+        gone; their rows are deleted). The same effect as a lease expiry (:meth:`reap`):
+        attempt counted, ``lease_lost`` entry, token cleared, failed when no attempts
+        are left (with its on_fail hook job). Rechecked in the transaction, so a worker
+        that beat meanwhile keeps its jobs. Only a read when nobody is stale."""
+        ...
+
     def get(self, job_id: int) -> JobRecord | None: ...
 
     def list_jobs(
@@ -136,7 +162,31 @@ class Store(Protocol):
         tag: str | None = None,
     ) -> list[JobRecord]: ...
 
-    def retry(self, job_id: int) -> bool: ...
+    def retry(self, job_id: int) -> bool:
+        """Replay a succeeded, failed, cancelled or expired job: back to queued with a fresh
+        attempt budget, its history kept plus one ``replayed`` entry. False (nothing
+        changed) in any other state.
+
+        Raises:
+            JobGone: another live job holds the job's active unique key (nothing changed).
+        """
+        ...
+
+    def retry_matching(
+        self,
+        state: str,
+        queue: str | None,
+        task: str | None,
+        after: int,
+        upto: int,
+        limit: int,
+    ) -> tuple[list[int], int | None]:
+        """Replay, in one transaction, the first ``limit`` jobs in ``state`` (of ``queue``
+        and ``task`` when given) whose id is in ``(after, upto]``, lowest ids first; a
+        chunk of ``durq retry --state``. Jobs whose active unique key another live job
+        holds are skipped. Returns the ids replayed (sorted) and the highest id looked
+        at (None: no job matched; the next chunk starts after it)."""
+        ...
 
     def cancel(self, job_id: int) -> bool: ...
 
@@ -490,3 +540,12 @@ class Shortcuts:
     def finish(self, outcomes: Sequence[Outcome]) -> list[bool]:
         """Record outcomes (one transaction); True per outcome whose token still held."""
         return self.finish_and_claim(outcomes, (), (), 0, 0.0, "")[0]
+
+
+def unique_key_held(job_id: int) -> JobGone:
+    """The error of a replay (:meth:`Store.retry`) whose unique key another live job holds
+    now (``unique="active"``: the index ``jobs_unique_active``)."""
+    return JobGone(
+        f"job {job_id} cannot be retried now: another queued or running job holds its "
+        "unique key (unique='active'); retry it once that one has finished"
+    )

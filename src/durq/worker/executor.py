@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 from durq.classify import PERMANENT, Classification, classify, describe
 from durq.codecs import UndecodableValue, decode_with, encode_with
 from durq.context import JobContext, bind, unbind
-from durq.errors import PauseQueue, PayloadError, PayloadTooLarge, Permanent
+from durq.errors import PauseQueue, PayloadError, PayloadTooLarge, Permanent, Snooze
 from durq.failpoints import hit
-from durq.model import AttemptError, Claimed, Outcome
+from durq.model import SNOOZE_KIND, AttemptError, Claimed, Outcome
 from durq.pause import pause_outcome
 from durq.payload import UndecodablePayload, decode_payload, encode_result
-from durq.retry import MAX_RETRY_AFTER, retry_after_of
+from durq.retry import retry_after_of
 
 if TYPE_CHECKING:
     from durq.registry import Registry
@@ -31,10 +31,11 @@ class Executor:
 
     Args:
         app: the :class:`durq.Durq` whose tasks run here.
-        max_retry_after: cap in seconds on a delay asked for by Retry-After.
+        max_retry_after: a cap in seconds on a delay asked for by Retry-After, over each
+            task's own ``max_retry_after`` (None: the task's alone).
     """
 
-    def __init__(self, app: Registry, max_retry_after: float = MAX_RETRY_AFTER) -> None:
+    def __init__(self, app: Registry, max_retry_after: float | None = None) -> None:
         self.app = app
         # The store's clock: on PostgreSQL an estimate of the database clock, so that error
         # history is stamped alike whichever worker (and whatever its clock) recorded it.
@@ -131,6 +132,8 @@ class Executor:
         """Classify a task's exception: fail now, or schedule a retry with backoff."""
         if isinstance(exc, PauseQueue):  # not a failure: see durq.worker.pausing.settle_pause
             return pause_outcome(job, exc, self.clock())
+        if isinstance(exc, Snooze):  # not a failure: the attempt is handed back
+            return self.snoozed(job, task, exc)
         decision = self.decision(task, exc)
         type_name = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
         tb = "".join(traceback.format_exception(exc))
@@ -149,11 +152,25 @@ class Executor:
         default = "transient" if self.app.retry_unclassified else PERMANENT
         return classify(exc, (*task.rules, *self.app.rules), default=default)
 
+    def snoozed(self, job: Claimed, task: Task[Any, Any], exc: Snooze) -> Outcome:
+        """The outcome of :class:`durq.Snooze`: back in ``exc.seconds`` without spending
+        the attempt, or failed by the store once the job used its ``max_snoozes``."""
+        message = f"snoozed for {exc.seconds:g} s (no attempt spent)"
+        error = AttemptError(job.attempt, self.clock(), "Snooze", message, "", "snoozed")
+        return Outcome(
+            job.id,
+            job.lease_token,
+            SNOOZE_KIND,
+            error=error,
+            delay=exc.seconds,
+            max_snoozes=task.max_snoozes,
+        )
+
     def would_retry(self, job: Claimed, task: Task[Any, Any], exc: BaseException) -> bool:
         """Whether :meth:`errored` would schedule a retry of ``job`` for ``exc`` (behind
         ``durq.context().will_retry``): not permanent, and attempts left. A
         :class:`durq.PauseQueue` gives the job back without a failure: True."""
-        if isinstance(exc, PauseQueue):
+        if isinstance(exc, PauseQueue | Snooze):
             return True
         if isinstance(exc, Permanent) or self.decision(task, exc).kind == PERMANENT:
             return False
@@ -170,15 +187,23 @@ class Executor:
         exc: BaseException | None,
     ) -> Outcome:
         now = self.clock()
-        error = AttemptError(job.attempt, now, type_name, message, tb, kind)
         if job.attempt >= job.max_attempts:
+            error = AttemptError(job.attempt, now, type_name, message, tb, kind)
             return Outcome(job.id, job.lease_token, "failed", error=error)
+        task = task if task is not None else self.app.get_task(job.task)
         delay: float | None = None
         if exc is not None:
             asked = retry_after_of(exc, now)
             if asked is not None:
-                delay = min(asked, self.max_retry_after)
+                delay = asked
+                caps = [c for c in (task.max_retry_after, self.max_retry_after) if c is not None]
+                if caps and asked > min(caps):
+                    delay = min(caps)
+                    message += (
+                        f" [Retry-After {asked:g} s cut to max_retry_after={delay:g} s; "
+                        "raise durq.Snooze to wait longer without spending an attempt]"
+                    )
         if delay is None:
-            backoff = task.backoff if task is not None else self.app.get_task(job.task).backoff
-            delay = max(0.0, float(backoff.delay(job.attempt, exc)))
+            delay = max(0.0, float(task.backoff.delay(job.attempt, exc)))
+        error = AttemptError(job.attempt, now, type_name, message, tb, kind)
         return Outcome(job.id, job.lease_token, "retry", error=error, delay=delay)

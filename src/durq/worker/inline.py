@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from durq.context import JobContext
 from durq.errors import ConfigError
 from durq.hooks import mark_outcome
-from durq.model import Claimed, Outcome, WorkerInfo
+from durq.model import SNOOZE_KIND, Claimed, Outcome, WorkerInfo
 from durq.pause import PAUSE_KIND
 from durq.worker.pausing import settle_pause
 from durq.worker.services import with_batch
@@ -158,9 +158,13 @@ def _run_one(host: Worker, job: Claimed, skip_backoff: bool, result: DrainResult
     host.inflight.settle(attempt)
     host.report(attempt, outcome, applied)
     if applied:
-        {"succeeded": result.succeeded, "retry": result.retried}.get(
-            outcome.kind, result.failed
-        ).append(job.id)
+        kind = outcome.kind
+        if kind == SNOOZE_KIND:  # the store fails a job past its max_snoozes
+            row = app.store.get(job.id)
+            kind = "failed" if row is not None and row.state == "failed" else "retry"
+        {"succeeded": result.succeeded, "retry": result.retried}.get(kind, result.failed).append(
+            job.id
+        )
 
 
 def _run_coroutine(make: Any) -> Outcome:

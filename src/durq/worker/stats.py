@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from importlib import metadata
 
-from durq.model import InHand, Outcome, WorkerReport
+from durq.model import SNOOZE_KIND, InHand, Outcome, WorkerReport
 from durq.worker.state import Attempt, InFlight
 
 #: Called after each committed outcome: (attempt, outcome, applied, run seconds).
@@ -44,6 +44,8 @@ class WorkerStats:
             self.stale += 1
         elif outcome.kind == "succeeded":
             self.done += 1
+        elif outcome.kind == SNOOZE_KIND:
+            pass  # put back without spending an attempt: neither done nor failed
         else:
             self.failed += 1
             if outcome.kind == "retry":

@@ -20,10 +20,11 @@ from durq.checks import check_worker_timing
 from durq.classify import describe
 from durq.context import JobContext
 from durq.errors import ConfigError
-from durq.model import AttemptError, Claimed, Outcome, WorkerInfo, WorkerReport
+from durq.model import SNOOZE_KIND, AttemptError, Claimed, Outcome, WorkerInfo, WorkerReport
 from durq.observability import events, tracing
 from durq.store import describe_url
 from durq.worker.executor import Executor
+from durq.worker.liveness import BEAT_INTERVAL, RESCUE_AFTER, Liveness
 from durq.worker.prefetch import Prefetch, default_depth
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from durq.worker.runners import AsyncRunner, ThreadRunner
@@ -74,6 +75,10 @@ class Worker:
             a state for ever. See :mod:`durq.retention`.
         prune_interval: seconds between pruner passes (default 300); None or 0 turns the
             pruner off.
+        rescue_after: seconds without a liveness beat (one a second) after which the
+            leader counts this worker dead and returns its jobs at once (default 5; at
+            least 2; None: only by lease expiry or, on the same host, a gone process).
+            See :mod:`durq.worker.liveness`.
 
     Raises:
         ConfigError: a bad option (see :func:`durq.checks.check_worker_timing` for the
@@ -97,6 +102,7 @@ class Worker:
         reap_interval: float | None = None,
         retention: Mapping[str, float | str | None] | None = None,
         prune_interval: float | None = DEFAULT_PRUNE_INTERVAL,
+        rescue_after: float | None = RESCUE_AFTER,
     ) -> None:
         if not app.tasks:
             raise ConfigError("the app has no registered tasks; nothing to run")
@@ -114,6 +120,11 @@ class Worker:
         )
         if free_requeues < 0:
             raise ConfigError(f"free_requeues must be >= 0, not {free_requeues}")
+        if rescue_after is not None and not 2 * BEAT_INTERVAL <= rescue_after < float("inf"):
+            raise ConfigError(
+                f"rescue_after must be at least {2 * BEAT_INTERVAL:g} s (two liveness beats) "
+                f"and finite, or None, not {rescue_after}"
+            )
         self.app = app
         self.sweeper = attach_sweeper(self, app)  # deadlines: adds the tasks' hook tasks
         self.queues = list(queues or sorted({t.queue for t in app.tasks.values()}))
@@ -136,6 +147,7 @@ class Worker:
         depth = default_depth(concurrency) if prefetch is None else prefetch
         self.prefetch = Prefetch(depth, concurrency)
         self.heartbeat = Heartbeat(self)
+        self.liveness = Liveness(self, rescue_after, on_rescued=self.heartbeat.beat)
         self.reaper = Reaper(self)
         self.timeouts = Timeouts(self)
         self.pruner = Pruner.configure(self, retention, prune_interval)
@@ -189,7 +201,7 @@ class Worker:
                 store.unregister_worker(self.id)
             raise
         self._threads = ThreadRunner(self.concurrency)
-        for service in (self.heartbeat, self.reaper, self.sweeper, self.claimer):
+        for service in (self.heartbeat, self.liveness, self.reaper, self.sweeper, self.claimer):
             service.start()
         if any(t.timeout is not None for t in self.app.tasks.values()):
             self.timeouts.start()
@@ -308,6 +320,7 @@ class Worker:
             attempt.ctx.mark_lease_lost()
             self._release(attempt)
         self.heartbeat.stop()
+        self.liveness.stop()
         self.reaper.stop()
         if self.pruner is not None:
             self.pruner.stop()
@@ -491,6 +504,8 @@ class Worker:
             events.emit(
                 events.JOB_SUCCEEDED, **base, duration=round(time.monotonic() - attempt.started, 6)
             )
+        elif outcome.kind == SNOOZE_KIND:  # the store may have failed it: max_snoozes
+            events.emit(events.JOB_SNOOZED, **base, delay=outcome.delay)
         elif outcome.kind == "retry":
             err = outcome.error
             events.emit(

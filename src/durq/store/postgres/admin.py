@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import psycopg
+
 from durq.model import JobRecord
+from durq.store.base import unique_key_held
 from durq.store.postgres.base import PostgresBase
 
 
@@ -40,10 +43,52 @@ class AdminMixin(PostgresBase):
 
     def retry(self, job_id: int) -> bool:
         with self._tx() as conn:  # the job and its batch (reopened) change together
-            done = conn.execute(self._sql["RETRY"], {"at": self._at(), "id": job_id}).rowcount == 1
+            try:
+                with conn.transaction():  # a savepoint: a unique violation undoes only this
+                    cur = conn.execute(self._sql["RETRY"], {"at": self._at(), "id": job_id})
+            except psycopg.errors.UniqueViolation as exc:  # jobs_unique_active
+                raise unique_key_held(job_id) from exc
+            done = cur.rowcount == 1
             if done:
                 self._batches.reopen_for_jobs(conn, [job_id])
             return done
+
+    def retry_matching(
+        self,
+        state: str,
+        queue: str | None,
+        task: str | None,
+        after: int,
+        upto: int,
+        limit: int,
+    ) -> tuple[list[int], int | None]:
+        at = self._at()
+        params = {
+            "at": at, "state": state, "queue": queue, "task": task, "after": after,
+            "upto": upto, "limit": limit,
+        }  # fmt: skip
+        with self._tx() as conn:  # the jobs and their batches (reopened) change together
+            rows = conn.execute(self._sql["REPLAY_CANDIDATES"], params).fetchall()
+            found = [int(r[0]) for r in rows]
+            if not found:
+                return [], None
+            try:
+                with conn.transaction():  # a savepoint
+                    cur = conn.execute(self._sql["RETRY_IDS"], {"at": at, "ids": found})
+                    ids = sorted(int(r[0]) for r in cur.fetchall())
+            except psycopg.errors.UniqueViolation:  # two of the chunk share a unique key
+                ids = []
+                for job_id in found:  # one by one: the first of them wins, the rest wait
+                    try:
+                        with conn.transaction():
+                            cur = conn.execute(self._sql["RETRY"], {"at": at, "id": job_id})
+                        if cur.rowcount == 1:
+                            ids.append(job_id)
+                    except psycopg.errors.UniqueViolation:
+                        continue
+            if ids:
+                self._batches.reopen_for_jobs(conn, ids)
+        return ids, found[-1]
 
     def purge(self, queue: str, states: Sequence[str]) -> int:
         at = self._at()

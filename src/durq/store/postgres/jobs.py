@@ -17,7 +17,7 @@ from durq.store.postgres.connection import translate
 #: ``INSERT … SELECT FROM unnest(…)`` (below it the extra round trip for the ids costs more
 #: than COPY saves).
 COPY_FROM = 200
-_OUTCOME_ARRAYS = frozenset({"ids", "tokens", "kinds", "results", "errors", "delays"})
+_OUTCOME_ARRAYS = frozenset({"ids", "tokens", "kinds", "results", "errors", "delays", "caps"})
 
 
 class JobsMixin(PostgresBase):
@@ -178,6 +178,7 @@ class JobsMixin(PostgresBase):
             "results": [o.result for o in outcomes],
             "errors": [json.dumps(o.error.to_dict()) if o.error else None for o in outcomes],
             "delays": [float(o.delay) for o in outcomes],
+            "caps": [o.max_snoozes for o in outcomes],
             "tasks": list(tasks),
             "lease": lease,
             "worker_id": worker_id,

@@ -12,7 +12,7 @@ JOB_COLUMNS = (
     "id, queue, task, payload, priority, run_at, attempts, max_attempts, state, lease_token, "
     "lease_expires_at, worker_id, key, created_at, started_at, finished_at, result, progress, "
     "errors, meta, shutdown_requeues, deadline, notice_at, noticed_at, park_expires_at, "
-    "batch_id"
+    "batch_id, snoozes"
 )
 
 CLOCK = "SELECT {s}.epoch(%(at)s)"
@@ -127,22 +127,42 @@ UNION ALL"""
 )
 
 # Grouped finishes: one statement for a whole batch, each row still conditional on its token.
-_FINISHED = """
+# A snooze (durq.Snooze) goes back like a retry but hands its attempt back and counts one
+# more snooze; past o.cap (the task's max_snoozes) it fails with a 'snooze_limit' entry.
+_SNOOZED = "(o.kind = 'snooze' AND j.snoozes < o.cap)"
+_REQUEUED = "((o.kind = 'retry' AND j.attempts < j.max_attempts) OR " + _SNOOZED + ")"
+_FINISHED = (
+    (
+        """
 UPDATE {s}.jobs AS j
 SET state = CASE WHEN o.kind = 'succeeded' THEN 'succeeded'
-                 WHEN o.kind = 'retry' AND j.attempts < j.max_attempts THEN 'queued'
+                 WHEN __REQUEUED__ THEN 'queued'
                  ELSE 'failed' END,  -- a retry with no attempts left fails: the store bounds it
     result = CASE WHEN o.kind = 'succeeded' THEN o.result ELSE j.result END,
-    finished_at = CASE WHEN o.kind = 'retry' AND j.attempts < j.max_attempts THEN NULL
-                       ELSE {s}.epoch(%(at)s) END,
-    run_at = CASE WHEN o.kind = 'retry' THEN {s}.epoch(%(at)s) + o.delay ELSE j.run_at END,
-    errors = CASE WHEN o.error IS NULL THEN j.errors ELSE {s}.append_error(j.errors, o.error) END,
-    worker_id = CASE WHEN o.kind = 'retry' AND j.attempts < j.max_attempts THEN NULL
-                     ELSE j.worker_id END,
+    finished_at = CASE WHEN __REQUEUED__ THEN NULL ELSE {s}.epoch(%(at)s) END,
+    run_at = CASE WHEN o.kind = 'retry' OR __SNOOZED__ THEN {s}.epoch(%(at)s) + o.delay
+                  ELSE j.run_at END,
+    attempts = CASE WHEN __SNOOZED__ THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+    snoozes = CASE WHEN __SNOOZED__ THEN j.snoozes + 1 ELSE j.snoozes END,
+    errors = CASE WHEN o.kind = 'snooze' AND NOT __SNOOZED__
+                  THEN {s}.append_error(j.errors, json_build_object(
+                      'attempt', j.attempts, 'at', {s}.epoch(%(at)s), 'type', 'SnoozeLimit',
+                      'message', 'snoozed ' || j.snoozes || ' times, the most its task allows '
+                                 || '(max_snoozes=' || o.cap || '); the job fails',
+                      'traceback', '', 'kind', 'snooze_limit')::text)
+                  WHEN o.error IS NULL THEN j.errors
+                  ELSE {s}.append_error(j.errors, o.error) END,
+    worker_id = CASE WHEN __REQUEUED__ THEN NULL ELSE j.worker_id END,
     lease_token = NULL, lease_expires_at = NULL
 FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(kinds)s::text[], %(results)s::text[],
-            %(errors)s::text[], %(delays)s::float8[]) AS o(id, token, kind, result, error, delay)
-WHERE j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
+            %(errors)s::text[], %(delays)s::float8[], %(caps)s::int[])
+     AS o(id, token, kind, result, error, delay, cap)
+WHERE"""
+    )
+    .replace("__REQUEUED__", _REQUEUED)
+    .replace("__SNOOZED__", _SNOOZED)
+)
+_FINISHED += """ j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
   AND __PARENTS__
 RETURNING j.id
 """
@@ -243,13 +263,49 @@ WHERE state = 'running' AND lease_expires_at < {s}.epoch(%(at)s)
 RETURNING id, state
 """
 
-RETRY = """
-UPDATE {s}.jobs
-SET state = 'queued', attempts = 0, shutdown_requeues = 0, run_at = {s}.epoch(%(at)s),
-    finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL,
-    deadline = CASE WHEN deadline <= {s}.epoch(%(at)s) THEN NULL ELSE deadline END  -- else it re-expires
-WHERE id = %(id)s AND state IN ('failed', 'cancelled', 'expired')
+# Replay (dq.retry): see the SQLite statements. The SET clause reads the row's old values.
+_REPLAY_SET = """
+SET state = 'queued', attempts = 0, shutdown_requeues = 0, snoozes = 0,
+    run_at = {s}.epoch(%(at)s), finished_at = NULL, result = NULL, lease_token = NULL,
+    lease_expires_at = NULL, worker_id = NULL,
+    errors = {s}.append_error(errors, json_build_object(
+        'attempt', attempts, 'at', {s}.epoch(%(at)s), 'type', 'Replayed',
+        'message', 'replayed: the job was ' || state || ' after ' || attempts
+                   || ' attempt(s); it runs again with a fresh budget of ' || max_attempts,
+        'traceback', '', 'kind', 'replayed')::text),
+    deadline = CASE WHEN deadline <= {s}.epoch(%(at)s) THEN NULL ELSE deadline END
 """
+
+_REPLAYABLE = "('succeeded', 'failed', 'cancelled', 'expired')"
+
+RETRY = "UPDATE {s}.jobs" + _REPLAY_SET + "WHERE id = %(id)s AND state IN " + _REPLAYABLE
+
+REPLAY_CANDIDATES = (
+    """SELECT id FROM {s}.jobs
+WHERE state = %(state)s::text AND state IN """
+    + _REPLAYABLE
+    + """
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND id > %(after)s AND id <= %(upto)s
+ORDER BY id LIMIT %(limit)s
+"""
+)
+
+# The chunk's candidates in one statement, except those whose unique key a live job holds.
+RETRY_IDS = (
+    "UPDATE {s}.jobs AS c"
+    + _REPLAY_SET
+    + "WHERE id = ANY(%(ids)s::bigint[]) AND state IN "
+    + _REPLAYABLE
+    + """
+  AND NOT (c.unique_key IS NOT NULL AND c.unique_until IS NULL AND EXISTS (
+      SELECT 1 FROM {s}.jobs AS h
+      WHERE h.queue = c.queue AND h.unique_key = c.unique_key AND h.unique_until IS NULL
+        AND h.state IN ('queued', 'running', 'waiting', 'parked') AND h.id != c.id))
+RETURNING id
+"""
+)
 
 PURGE = "DELETE FROM {s}.jobs WHERE queue = %(queue)s AND state = ANY(%(states)s::text[])"
 

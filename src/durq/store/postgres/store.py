@@ -50,6 +50,7 @@ from durq.store.postgres.jobs import JobsMixin
 from durq.store.postgres.limiting import LimitingMixin
 from durq.store.postgres.parking import ParkingMixin
 from durq.store.postgres.pausing import PausingMixin
+from durq.store.postgres.rescuing import RescuingMixin
 from durq.store.postgres.scheduling import SchedulingMixin
 from durq.store.postgres.stepping import SteppingMixin
 from durq.store.postgres.workers import WorkersMixin
@@ -71,6 +72,7 @@ class PostgresStore(
     PostgresDashboard,
     WorkflowsMixin,
     FairnessMixin,
+    RescuingMixin,
     Shortcuts,
 ):
     """The durq store on PostgreSQL.

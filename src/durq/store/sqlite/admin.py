@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 
 from durq.model import JobRecord
+from durq.store.base import unique_key_held
 from durq.store.sqlite import batches as sb
 from durq.store.sqlite import dependencies as deps
 from durq.store.sqlite import queries as q
@@ -47,10 +49,47 @@ class AdminMixin(SqliteBase):
     def retry(self, job_id: int) -> bool:
         conn = self._conn()
         with self._write():
-            cur = conn.execute(q.RETRY, {"id": job_id, "now": self.now()})
+            try:
+                cur = conn.execute(q.RETRY, {"id": job_id, "now": self.now()})
+            except sqlite3.IntegrityError as exc:  # jobs_unique_active: the statement undid
+                raise unique_key_held(job_id) from exc
             if cur.rowcount == 1:
                 sb.reopen_for_jobs(conn, [job_id])
         return cur.rowcount == 1
+
+    def retry_matching(
+        self,
+        state: str,
+        queue: str | None,
+        task: str | None,
+        after: int,
+        upto: int,
+        limit: int,
+    ) -> tuple[list[int], int | None]:
+        conn = self._conn()
+        params: dict[str, object] = {
+            "state": state, "queue": queue, "task": task, "after": after, "upto": upto,
+            "limit": limit,
+        }  # fmt: skip
+        with self._write():
+            now = self.now()
+            found = [r[0] for r in conn.execute(q.REPLAY_CANDIDATES, params).fetchall()]
+            if not found:
+                return [], None
+            try:
+                rows = conn.execute(q.RETRY_IDS, {"ids": json.dumps(found), "now": now})
+                ids = sorted(r[0] for r in rows.fetchall())
+            except sqlite3.IntegrityError:  # two of the chunk share an active unique key
+                ids = []
+                for job_id in found:  # one by one: the first of them wins, the rest wait
+                    try:
+                        if conn.execute(q.RETRY, {"id": job_id, "now": now}).rowcount == 1:
+                            ids.append(job_id)
+                    except sqlite3.IntegrityError:
+                        continue
+            if ids:
+                sb.reopen_for_jobs(conn, ids)
+        return ids, found[-1]
 
     def purge(self, queue: str, states: Sequence[str]) -> int:
         conn = self._conn()

@@ -9,7 +9,7 @@ from typing import Any
 
 from durq.errors import ConfigError
 from durq.failpoints import hit
-from durq.model import Claimed, Inserted, NewJob, Outcome, ReapSummary
+from durq.model import SNOOZE_KIND, Claimed, Inserted, NewJob, Outcome, ReapSummary
 from durq.store.sqlite import batches as sb
 from durq.store.sqlite import dependencies as deps
 from durq.store.sqlite import queries as q
@@ -239,6 +239,9 @@ class JobsMixin(SqliteBase):
             done = conn.execute(q.FINISH_RETRY, params).rowcount == 1
             hit("retry_tx")
             return done
+        if o.kind == SNOOZE_KIND:
+            params["run_at"], params["max_snoozes"] = now + o.delay, o.max_snoozes
+            return conn.execute(q.FINISH_SNOOZE, params).rowcount == 1
         return conn.execute(q.FINISH_FAILED, params).rowcount == 1
 
     def extend_leases(self, leases: Sequence[tuple[int, int]], lease: float) -> list[int]:

@@ -22,7 +22,7 @@ JOB_COLUMNS = (
     "id, queue, task, payload, priority, run_at, attempts, max_attempts, state, lease_token, "
     "lease_expires_at, worker_id, key, created_at, started_at, finished_at, result, progress, "
     "errors, meta, shutdown_requeues, deadline, notice_at, noticed_at, park_expires_at, "
-    "batch_id"
+    "batch_id, snoozes"
 )
 
 # Positional, for executemany: (id, queue, task, payload, priority, run_at, max_attempts,
@@ -129,6 +129,28 @@ SET state = 'failed', finished_at = :now, errors = json_insert({HISTORY}, '$[#]'
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
+# A snooze (durq.Snooze): back to the queue at :run_at with the attempt handed back and one
+# more snooze counted, the 'snoozed' entry appended; a job that used :max_snoozes already
+# fails instead with a 'snooze_limit' entry. Fenced like every finish.
+_SNOOZES_LEFT = "CAST(snoozes AS INTEGER) < :max_snoozes"
+FINISH_SNOOZE = f"""
+UPDATE jobs
+SET state = CASE WHEN {_SNOOZES_LEFT} THEN 'queued' ELSE 'failed' END,
+    finished_at = CASE WHEN {_SNOOZES_LEFT} THEN NULL ELSE :now END,
+    attempts = CASE WHEN {_SNOOZES_LEFT} THEN max(CAST(attempts AS INTEGER) - 1, 0)
+                    ELSE attempts END,
+    snoozes = CASE WHEN {_SNOOZES_LEFT} THEN snoozes + 1 ELSE snoozes END,
+    run_at = CASE WHEN {_SNOOZES_LEFT} THEN :run_at ELSE run_at END,
+    errors = json_insert({HISTORY}, '$[#]', CASE WHEN {_SNOOZES_LEFT} THEN json(:error)
+        ELSE json_object('attempt', attempts, 'at', :now, 'type', 'SnoozeLimit',
+            'message', 'snoozed ' || snoozes || ' times, the most its task allows '
+                       || '(max_snoozes=' || :max_snoozes || '); the job fails',
+            'traceback', '', 'kind', 'snooze_limit') END),
+    lease_token = NULL, lease_expires_at = NULL,
+    worker_id = CASE WHEN {_SNOOZES_LEFT} THEN NULL ELSE worker_id END
+WHERE id = :id AND lease_token = :token AND state = 'running'
+"""
+
 EXTEND_LEASE = """
 UPDATE jobs SET lease_expires_at = :expires
 WHERE id = :id AND lease_token = :token AND state = 'running'
@@ -186,12 +208,54 @@ WHERE state = 'running' AND lease_expires_at < :now
 RETURNING id, state
 """
 
-RETRY = """
-UPDATE jobs
-SET state = 'queued', attempts = 0, shutdown_requeues = 0, run_at = :now, finished_at = NULL,
-    result = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL,
+# Replay (dq.retry): a finished job runs again with a fresh attempt budget. Its history is
+# kept and gets one 'replayed' entry that records how the run before ended (so a succeeded
+# run, which has no error entry, stays in the history too); attempt numbers start again at 1.
+_REPLAY_SET = f"""
+SET state = 'queued', attempts = 0, shutdown_requeues = 0, snoozes = 0, run_at = :now,
+    finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL,
+    worker_id = NULL,
+    errors = json_insert({HISTORY}, '$[#]', json_object(
+        'attempt', attempts, 'at', :now, 'type', 'Replayed',
+        'message', 'replayed: the job was ' || state || ' after ' || attempts
+                   || ' attempt(s); it runs again with a fresh budget of ' || max_attempts,
+        'traceback', '', 'kind', 'replayed')),
     deadline = CASE WHEN deadline <= :now THEN NULL ELSE deadline END  -- else it re-expires
-WHERE id = :id AND state IN ('failed', 'cancelled', 'expired')
+"""
+
+REPLAYABLE = "('succeeded', 'failed', 'cancelled', 'expired')"
+
+# A job whose active unique key (unique="active") another live job holds now cannot be
+# replayed (jobs_unique_active): the bulk replay skips it, dq.retry says so.
+_KEY_HELD = (
+    "({j}.unique_key IS NOT NULL AND {j}.unique_until IS NULL AND EXISTS ("
+    "SELECT 1 FROM jobs AS h WHERE h.queue = {j}.queue AND h.unique_key = {j}.unique_key"
+    " AND h.unique_until IS NULL AND h.state IN ('queued', 'running', 'waiting', 'parked')"
+    " AND h.id != {j}.id))"
+)
+
+RETRY = f"""
+UPDATE jobs {_REPLAY_SET}
+WHERE id = :id AND state IN {REPLAYABLE}
+"""
+
+# durq retry --state: one chunk of the matches, in id order after :after and up to :upto
+# (the newest id when the command began, so that a job failing again meanwhile is not
+# retried twice by one command).
+REPLAY_CANDIDATES = f"""
+SELECT id FROM jobs
+WHERE state = :state AND state IN {REPLAYABLE}
+  AND (:queue IS NULL OR queue = :queue) AND (:task IS NULL OR task = :task)
+  AND id > :after AND id <= :upto
+ORDER BY id LIMIT :limit
+"""
+
+# The chunk's candidates in one statement, except those whose unique key a live job holds.
+RETRY_IDS = f"""
+UPDATE jobs {_REPLAY_SET}
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state IN {REPLAYABLE}
+  AND NOT {_KEY_HELD.format(j="jobs")}
+RETURNING id
 """
 
 PURGE = """

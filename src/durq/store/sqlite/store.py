@@ -42,6 +42,7 @@ from durq.store.sqlite.jobs import JobsMixin
 from durq.store.sqlite.limiting import LimitingMixin
 from durq.store.sqlite.parking import ParkingMixin
 from durq.store.sqlite.pausing import PausingMixin
+from durq.store.sqlite.rescuing import RescuingMixin
 from durq.store.sqlite.scheduling import SchedulingMixin
 from durq.store.sqlite.stepping import SteppingMixin
 from durq.store.sqlite.workers import WorkersMixin
@@ -63,6 +64,7 @@ class SqliteStore(
     SqliteDashboard,
     WorkflowsMixin,
     FairnessMixin,
+    RescuingMixin,
     Shortcuts,
 ):
     """The durq store on one SQLite file.

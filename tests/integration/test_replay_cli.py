@@ -1,0 +1,73 @@
+"""``durq retry`` as a user runs it (real subprocesses, both backends): replay of one
+succeeded job by id, and ``--state failed [--queue] [--task]`` with its count and --yes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import durq
+from durq.model import AttemptError, Outcome
+from tests.support.procs import ROOT
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "durq", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ),
+        timeout=120,
+    )
+
+
+def failed_jobs(app: durq.Durq, task: str, queue: str, n: int) -> list[int]:
+    ids = []
+    for _ in range(n):
+        ids.append(app.enqueue(task, {}, queue=queue).id)
+    while claimed := app.store.claim(queue, [task], 100, 30.0, "w1"):
+        error = AttemptError(1, 0.0, "ValueError", "boom", "", "permanent")
+        app.store.finish([Outcome(c.id, c.lease_token, "failed", error=error) for c in claimed])
+    return ids
+
+
+def test_durq_retry_by_id_and_by_state(url: str) -> None:
+    app = durq.Durq(url)
+    many = failed_jobs(app, "a", "default", 150)
+    few = failed_jobs(app, "b", "other", 3)
+    ok = app.enqueue("a", {})
+    (c,) = app.store.claim("default", ["a"], 1, 30.0, "w1")
+    app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="1")])
+
+    out = run("retry", str(ok.id), "--db", url, "--json")  # a succeeded job: replayed
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [{"id": ok.id, "ok": True, "state": "queued"}]
+    again = run("retry", str(ok.id), "--db", url)  # now queued: a clear error
+    assert again.returncode == 1 and "only a finished job" in again.stderr
+
+    refused = run("retry", "--state", "failed", "--db", url)
+    assert refused.returncode == 2
+    assert "more than 100 failed jobs match; nothing was retried (add --yes" in refused.stderr
+    assert all(app.get(i).state == "failed" for i in many + few)
+
+    small = run("retry", "--state", "failed", "--queue", "other", "--db", url)
+    assert small.returncode == 0, small.stderr
+    assert small.stdout.strip() == "retried 3 failed jobs"
+    assert all(app.get(i).state == "queued" for i in few)
+
+    none = run("retry", "--state", "failed", "--task", "b", "--db", url, "--json")
+    assert json.loads(none.stdout)["retried"] == 0
+
+    done = run("retry", "--state", "failed", "--task", "a", "--yes", "--db", url)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "retried 150 failed jobs"
+    replayed = [app.get(i) for i in many]
+    assert all(j.state == "queued" and j.attempts == 0 for j in replayed)
+    assert all([e.kind for e in j.errors] == ["permanent", "replayed"] for j in replayed)
+
+    usage = run("retry", "1", "--state", "failed", "--db", url)
+    assert usage.returncode == 2 and "not both" in usage.stderr
+    app.close()
