@@ -171,6 +171,18 @@ class Store(Protocol):
         """True when another connection committed since the last call (cheap; for polling)."""
         ...
 
+    def cancel_signalled(self) -> bool:
+        """True when a running job may have been cancelled since the last call (cheap; a
+        worker's cancel watch calls it from one thread). PostgreSQL: a cancel's NOTIFY
+        arrived (and at least once a second, as a backstop); SQLite: another connection
+        committed (the database's data version changed)."""
+        ...
+
+    def ended_among(self, job_ids: Sequence[int]) -> dict[int, str]:
+        """Of these jobs, those ``cancelled`` or ``expired`` (by another process: a cancel,
+        a deadline), with that state: the bodies a worker must stop. One read."""
+        ...
+
     # -- pause and alerts --
 
     def pause_queue(self, queue: str, reason: str, source: str) -> bool:

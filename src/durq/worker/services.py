@@ -1,4 +1,5 @@
-"""The worker's loops: claimer (which also records outcomes), heartbeat, reaper, timeouts.
+"""The worker's loops: claimer (which also records outcomes), heartbeat, reaper (timeouts and
+cancels: durq.worker.stopping).
 
 Each is a :class:`Service` on its own thread. Store errors that pass (a locked database,
 a full disk) are logged and retried with backoff; anything else stops the worker.
@@ -274,32 +275,6 @@ class Reaper(Service):
                 failed=summary.failed,
                 ids=list(summary.job_ids[:50]),
             )
-
-
-class Timeouts(Service):
-    """Settles attempts that outrun their ``timeout`` with a timeout outcome (retry or fail).
-
-    A thread cannot be killed, so for ``def`` tasks this is the timeout: the context reports
-    ``lease_lost`` and the thread's late outcome is dropped. ``async def`` tasks are
-    cancelled by ``asyncio.wait_for`` at their timeout; this service catches the ones that
-    do not stop (a coroutine blocking the event loop, or one that swallows the
-    cancellation) one second later."""
-
-    name = "timeouts"
-    tick = 0.05
-
-    def __init__(self, worker: WorkerHost) -> None:
-        super().__init__(worker)
-        self.worker = worker
-
-    def run(self) -> None:
-        w = self.worker
-        while not self.sleep(self.tick):
-            for attempt in w.inflight.overdue(time.monotonic()):
-                attempt.ctx.mark_lease_lost()
-                task = w.app.tasks[attempt.job.task]
-                outcome = w.executor.timed_out(attempt.job, task.timeout or 0.0)
-                w.claimer.submit(attempt, outcome)
 
 
 def error_json(kind: str, message: str, attempt: int, at: float) -> str:

@@ -68,6 +68,13 @@ RETURNING id, run_at, created_at
 """
 
 NOTIFY = "SELECT pg_notify(%(channel)s, %(queue)s)"
+#: The payload of the NOTIFY sent when a job is cancelled (workers stop its body).
+CANCEL_PAYLOAD = "durq:cancel"
+
+# the running jobs a worker holds that were cancelled or expired meanwhile (its cancel watch)
+ENDED_AMONG = (
+    "SELECT id, state FROM {s}.jobs WHERE id = ANY(%(ids)s) AND state IN ('cancelled', 'expired')"
+)
 
 SELECT_JOB = "SELECT " + JOB_COLUMNS + " FROM {s}.jobs WHERE id = %(id)s"
 

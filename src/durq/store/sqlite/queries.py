@@ -276,6 +276,12 @@ GET_META = "SELECT value FROM meta WHERE key = :key"
 
 DATA_VERSION = "PRAGMA data_version"
 
+# the running jobs a worker holds that were cancelled or expired meanwhile (its cancel watch)
+ENDED_AMONG = """
+SELECT id, state FROM jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state IN ('cancelled', 'expired')
+"""
+
 # The store-wide high-water mark of store time (durq.store.sqlite.clock): only ever raised.
 RAISE_CLOCK_MARK = """
 INSERT INTO meta (key, value) VALUES ('clock_high_water', :now)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 
 from durq.model import StatusData, WorkerInfo
 from durq.store.sqlite import queries as q
@@ -81,6 +82,20 @@ class WorkersMixin(SqliteBase):
     def lead(self, what: str, stale_after: float = 15.0) -> bool:
         """Every SQLite worker may run the reaper: it is one conditional UPDATE."""
         return True
+
+    def cancel_signalled(self) -> bool:
+        # on the calling thread's own connection, which only reads: its data version moves
+        # whenever another connection commits (a cancel among them)
+        version = int(self._read(q.DATA_VERSION)[0][0])
+        seen = getattr(self, "_cancel_version", None)
+        self._cancel_version = version
+        return seen != version
+
+    def ended_among(self, job_ids: Sequence[int]) -> dict[int, str]:
+        if not job_ids:
+            return {}
+        rows = self._read(q.ENDED_AMONG, {"ids": json.dumps(list(job_ids))})
+        return {int(r[0]): str(r[1]) for r in rows}
 
     def changed(self) -> bool:
         if self._watch_conn is None:
