@@ -10,6 +10,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -99,8 +100,23 @@ def test_a_blocked_loop_fails_no_healthy_async_job_and_is_reported(
 
     blocked = blocker.enqueue()  # first: it blocks the loop before the others start
     jobs = [healthy.enqueue(n=i) for i in range(4)]
-    with caplog.at_level(logging.INFO, logger="durq.events"):
-        drain(app, concurrency=5, timeout=120)
+    shown: list[float] = []  # what `durq status` shows of the worker's loop meanwhile
+    done = threading.Event()
+
+    def watch_status() -> None:
+        while not done.wait(0.1):
+            shown.extend(w.get("loop_blocked", 0.0) for w in app.status()["workers"])
+
+    watcher = threading.Thread(target=watch_status, daemon=True)
+    watcher.start()
+    try:
+        with caplog.at_level(logging.INFO, logger="durq.events"):
+            drain(app, concurrency=5, timeout=120)
+    finally:
+        done.set()
+        watcher.join(10)
+    print(f"\nstatus showed the loop blocked for up to {max(shown, default=0.0):.2f} s")
+    assert max(shown, default=0.0) >= 1.0
     # each healthy body started once, on its first attempt, while its job was running
     assert sorted(starts) == [(i, 1, "running") for i in range(4)]
     for i, job in enumerate(jobs):

@@ -148,9 +148,10 @@ class Store(Protocol):
 
     def register_worker(self, info: WorkerInfo) -> None: ...
 
-    def touch_worker(self, worker_id: str, wedged: int = 0) -> None:
-        """Mark the worker seen now, with ``wedged`` slots held by task bodies past their
-        timeout (see :attr:`durq.model.WorkerInfo.wedged`)."""
+    def touch_worker(self, worker_id: str, wedged: int = 0, loop_blocked: float = 0.0) -> None:
+        """Mark the worker seen now, with ``wedged`` slots held by task bodies that would
+        not stop and its event loop blocked for ``loop_blocked`` seconds (see
+        :class:`durq.model.WorkerInfo`)."""
         ...
 
     def unregister_worker(self, worker_id: str) -> None: ...

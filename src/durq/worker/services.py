@@ -238,8 +238,12 @@ class Heartbeat(Service):
                 attempt=attempt.job.attempt,
             )
         w.app.store.report_worker(w.id, w.self_report())  # what the worker list shows
-        # the slots held by bodies past their timeout, and (SQLite) the clock's mark
-        w.app.store.touch_worker(w.id, w.inflight.wedged(time.monotonic()))
+        # the slots held by bodies that would not stop, the event loop's block, and
+        # (SQLite) the clock's mark
+        now = time.monotonic()
+        blocked = w.loop_blocked_for(now)
+        blocked = round(blocked, 3) if blocked >= w.loop_block_threshold else 0.0
+        w.app.store.touch_worker(w.id, w.inflight.wedged(now), blocked)
 
 
 class Reaper(Service):

@@ -87,6 +87,7 @@ class Timeouts(Service):
                     hint="a blocking C call (sleep, socket, lock) does not see the "
                     "interruption until it returns; its slot stays taken until then",
                 )
+                self.publish(now)
         self._wedged &= {id(a) for a in stopping}
         self.watch_loop(now)
 
@@ -106,6 +107,7 @@ class Timeouts(Service):
                 hint="an async def task runs blocking code (time.sleep, a sync client) on "
                 "the event loop; no other async job runs meanwhile",
             )
+            self.publish(now)
         elif blocked == 0.0 and self._blocked_since is not None:
             events.emit(
                 events.LOOP_UNBLOCKED,
@@ -114,6 +116,20 @@ class Timeouts(Service):
                 seconds=round(now - self._blocked_since, 3),
             )
             self._blocked_since = None
+            self.publish(now)
+
+    def publish(self, now: float) -> None:
+        """Write the wedged slots and the loop's block to the worker's row at once (the
+        heartbeat writes them too, but only every lease/3), for ``durq status``."""
+        w = self.worker
+        blocked = w.loop_blocked_for(now)
+        blocked = round(blocked, 3) if blocked >= w.loop_block_threshold else 0.0
+        try:
+            w.app.store.touch_worker(w.id, w.inflight.wedged(now), blocked)
+        except Exception as exc:
+            if not passing(exc):
+                raise
+            events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
 
     @property
     def loop_blocked(self) -> bool:

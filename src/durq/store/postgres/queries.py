@@ -324,7 +324,8 @@ ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues 
 """
 
 TOUCH_WORKER = (
-    "UPDATE {s}.workers SET last_seen = {s}.epoch(%(at)s), wedged = %(wedged)s WHERE id = %(id)s"
+    "UPDATE {s}.workers SET last_seen = {s}.epoch(%(at)s), wedged = %(wedged)s, "
+    "loop_blocked = %(loop_blocked)s WHERE id = %(id)s"
 )
 
 DELETE_WORKER = "DELETE FROM {s}.workers WHERE id = %(id)s"
@@ -332,7 +333,8 @@ DELETE_WORKER = "DELETE FROM {s}.workers WHERE id = %(id)s"
 DELETE_DEAD_WORKERS = "DELETE FROM {s}.workers WHERE last_seen + 10 * lease < {s}.epoch(%(at)s)"
 
 SELECT_WORKERS = (
-    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease, wedged FROM {s}.workers "
+    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease, wedged, loop_blocked "
+    "FROM {s}.workers "
     "ORDER BY id"
 )
 

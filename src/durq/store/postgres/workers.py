@@ -33,9 +33,14 @@ class WorkersMixin(PostgresBase):
             conn.execute(self._sql["DELETE_DEAD_WORKERS"], {"at": params["at"]})
             conn.execute(self._sql["UPSERT_WORKER"], params)
 
-    def touch_worker(self, worker_id: str, wedged: int = 0) -> None:
+    def touch_worker(self, worker_id: str, wedged: int = 0, loop_blocked: float = 0.0) -> None:
         with self._tx(transaction=False) as conn:
-            params = {"at": self._at(), "id": worker_id, "wedged": wedged}
+            params = {
+                "at": self._at(),
+                "id": worker_id,
+                "wedged": wedged,
+                "loop_blocked": loop_blocked,
+            }
             conn.execute(self._sql["TOUCH_WORKER"], params)
 
     def unregister_worker(self, worker_id: str) -> None:
@@ -72,6 +77,7 @@ class WorkersMixin(PostgresBase):
                         r[6],
                         r[7],
                         int(r[8] or 0),
+                        float(r[9] or 0.0),
                     )
                 )
             meta = conn.execute(self._sql["GET_META"], {"key": "last_reap"}).fetchone()

@@ -258,7 +258,10 @@ ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
     last_seen = excluded.last_seen, lease = excluded.lease
 """
 
-TOUCH_WORKER = "UPDATE workers SET last_seen = :now, wedged = :wedged WHERE id = :id"
+TOUCH_WORKER = (
+    "UPDATE workers SET last_seen = :now, wedged = :wedged, loop_blocked = :loop_blocked "
+    "WHERE id = :id"
+)
 
 DELETE_WORKER = "DELETE FROM workers WHERE id = :id"
 
@@ -266,7 +269,8 @@ DELETE_WORKER = "DELETE FROM workers WHERE id = :id"
 DELETE_DEAD_WORKERS = "DELETE FROM workers WHERE last_seen + 10 * lease < :now"
 
 SELECT_WORKERS = (
-    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease, wedged FROM workers "
+    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease, wedged, loop_blocked "
+    "FROM workers "
     "ORDER BY id"
 )
 

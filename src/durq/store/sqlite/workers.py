@@ -31,12 +31,15 @@ class WorkersMixin(SqliteBase):
             conn.execute(q.DELETE_DEAD_WORKERS, {"now": params["now"]})
             conn.execute(q.UPSERT_WORKER, params)
 
-    def touch_worker(self, worker_id: str, wedged: int = 0) -> None:
+    def touch_worker(self, worker_id: str, wedged: int = 0, loop_blocked: float = 0.0) -> None:
         conn = self._conn()
         with self._write(urgent=True):  # part of the heartbeat: it must not wait behind a flood
             now = self.now()
             self._raise_clock_mark(conn, now)
-            conn.execute(q.TOUCH_WORKER, {"id": worker_id, "now": now, "wedged": wedged})
+            conn.execute(
+                q.TOUCH_WORKER,
+                {"id": worker_id, "now": now, "wedged": wedged, "loop_blocked": loop_blocked},
+            )
 
     def unregister_worker(self, worker_id: str) -> None:
         conn = self._conn()
@@ -69,6 +72,7 @@ class WorkersMixin(SqliteBase):
                             r[6],
                             r[7],
                             int(r[8] or 0),
+                            float(r[9] or 0.0),
                         )
                     )
                 row = conn.execute(q.GET_META, {"key": "last_reap"}).fetchone()
