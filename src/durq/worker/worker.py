@@ -452,8 +452,8 @@ class Worker:
         outcome: Outcome | None = None
         # on the loop: a body never starts once its attempt was settled or its lease lost,
         # and its timeout counts from here, not from the hand-off to a (maybe blocked) loop
+        attempt.task = asyncio.current_task()  # before the check: a cancel racing it cancels
         if self.inflight.start(attempt, time.monotonic(), slack=ASYNC_TIMEOUT_SLACK):
-            attempt.task = asyncio.current_task()
             with self._traced(attempt) as span:
                 try:
                     outcome = await self.executor.run_async(attempt.job, attempt.ctx)
