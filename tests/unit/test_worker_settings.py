@@ -46,6 +46,9 @@ def app_with_task(make_app: Callable[..., durq.Durq]) -> durq.Durq:
         ({"reap_interval": math.inf}, "reap interval must be a finite"),
         ({"poll_interval": 0}, "poll interval must be a finite"),
         ({"idle_claim_interval": math.nan}, "idle claim interval must be a finite"),
+        ({"loop_block_threshold": 0}, "loop_block_threshold must be > 0 s"),
+        ({"loop_block_threshold": math.inf}, "loop_block_threshold must be > 0 s"),
+        ({"loop_block_threshold": math.nan}, "loop_block_threshold must be > 0 s"),
     ],
 )
 def test_settings_that_cannot_work_are_refused(
