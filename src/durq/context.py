@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,6 +15,16 @@ from durq.errors import DurqError, Snooze
 from durq.model import ParentResult
 from durq.payload import encode, is_finite_fraction
 from durq.steps import StepStore, run_step, run_step_async
+
+log = logging.getLogger("durq.worker")
+
+
+def _call_quietly(callback: Callable[[str], object], reason: str) -> None:
+    try:
+        callback(reason)
+    except Exception:  # a user's cleanup must not break the worker
+        log.exception("durq: an on_interrupt callback failed")
+
 
 _current: contextvars.ContextVar[JobContext] = contextvars.ContextVar("durq_job_context")
 
@@ -43,6 +54,10 @@ class JobContext:
     _will_retry: Callable[[BaseException], bool] | None = field(default=None, repr=False)
     _parents: Callable[[int], list[ParentResult]] | None = field(default=None, repr=False)
     _codec: Codec | None = field(default=None, repr=False)
+    _interrupted: str | None = field(default=None, repr=False, init=False)
+    _on_interrupt: list[Callable[[str], object]] = field(
+        default_factory=list, repr=False, init=False
+    )
     #: (time, progress JSON) written through a :func:`direct_context`; empty otherwise.
     progress_log: list[tuple[float, str]] = field(default_factory=list, repr=False, init=False)
 
@@ -56,6 +71,35 @@ class JobContext:
 
     def mark_lease_lost(self) -> None:
         self._lost = True
+
+    @property
+    def interrupted(self) -> str | None:
+        """Why the worker asked this body to stop (``"timeout"``, ``"cancelled"``,
+        ``"expired"``), or None while it has not. See :class:`durq.Interrupted`."""
+        return self._interrupted
+
+    def on_interrupt(self, callback: Callable[[str], object]) -> None:
+        """Call ``callback(reason)`` once if the worker interrupts this attempt.
+
+        For what an exception in the body's thread cannot stop: a subprocess the body
+        started (``ctx.on_interrupt(lambda _: proc.kill())``), a blocking wait another
+        thread can end. It runs on a worker thread, at once if the attempt was already
+        interrupted; its errors are logged and ignored. Keep it short and non-blocking.
+
+        Args:
+            callback: called with the reason (``"timeout"``, ``"cancelled"``, ``"expired"``).
+        """
+        self._on_interrupt.append(callback)
+        if self._interrupted is not None:
+            _call_quietly(callback, self._interrupted)
+
+    def mark_interrupted(self, reason: str) -> None:
+        """Record that the worker interrupts this body and run its callbacks (worker side)."""
+        if self._interrupted is not None:
+            return
+        self._interrupted = reason
+        for callback in list(self._on_interrupt):
+            _call_quietly(callback, reason)
 
     def progress(self, fraction: float, message: str = "", **extra: Any) -> bool:
         """Persist progress for this job (shown by ``durq jobs show`` and ``durq status``).

@@ -69,6 +69,28 @@ class JobFailed(DurqError):
         super().__init__(f"job {job.id} ({job.task}) ended {job.state}: {detail}")
 
 
+class Interrupted(BaseException):
+    """Raised inside a running task body by its worker, to stop it: its timeout passed
+    (``reason="timeout"``), its job was cancelled (``"cancelled"``), expired past its
+    deadline (``"expired"``), or its lease was lost — the job was reaped or rescued while
+    this worker was frozen or cut off, and may run elsewhere (``"lease_lost"``).
+
+    A ``BaseException`` (like ``KeyboardInterrupt``), so that a body's ``except Exception``
+    does not swallow it; a body may clean up in ``finally``. In a ``def`` task it is raised
+    in the body's thread at its next Python bytecode and raised again every 0.1 s until the
+    body is gone; a blocking C call (``time.sleep``, a socket read, ``Lock.acquire``) is not
+    interrupted until it returns. ``async def`` bodies are cancelled instead
+    (``asyncio.CancelledError``). See docs/features/timeouts.md.
+
+    Attributes:
+        reason: ``"timeout"``, ``"cancelled"``, ``"expired"`` or ``"lease_lost"``.
+    """
+
+    def __init__(self, reason: str = "timeout") -> None:
+        super().__init__(f"durq interrupted the task body: {reason}")
+        self.reason = reason
+
+
 class TaskSignal(Exception):
     """Base of the exceptions a task raises to steer its own job."""
 

@@ -3,11 +3,11 @@ stuck coroutines, a database swapped under a worker, and edge-case options."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -89,26 +89,30 @@ def test_text_in_an_integer_column_stays_bounded(
     assert app.get(damaged.id).state == "failed"
 
 
-def test_a_blocking_coroutine_is_timed_out_by_the_watchdog(make_any, drain) -> None:
+def test_a_blocking_coroutine_times_out_only_once_it_has_stopped(
+    make_any, drain, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 11: the watchdog used to settle it at ~1.3 s while it still ran; now its slot
+    and lease are held, and the timeout written, once the body is gone; the block shows."""
     app = make_any()
+    ended: list[float] = []
 
     @app.task(max_attempts=1, timeout=0.3)
     async def blocks() -> str:
-        time.sleep(2.5)  # blocks the event loop: wait_for cannot cancel it
+        time.sleep(2.5)  # blocks the event loop: neither wait_for nor a cancel can act
+        ended.append(time.time())
         return "late"
 
     job = blocks.enqueue()
-    w = app.worker(lease=5)
-    t = threading.Thread(target=lambda: w.run(install_signals=False), daemon=True)
-    t.start()
-    try:
-        with pytest.raises(durq.JobFailed):
-            job.wait(2.2)  # settled about 1 s past its timeout, while it still blocks
-    finally:
-        w.request_stop()
-        t.join(10)
-    assert job.refresh().errors[0].kind == "timeout"
-    assert job.result is None
+    with caplog.at_level(logging.INFO, logger="durq.events"):
+        drain(app, timeout=60)
+    with pytest.raises(durq.JobFailed):
+        job.wait(1)
+    job.refresh()
+    assert job.errors[0].kind == "timeout" and job.result is None
+    assert job.finished_at is not None and job.finished_at >= ended[0]  # after it stopped
+    names = [r.getMessage().split(" ", 1)[0] for r in caplog.records]
+    assert "loop_blocked" in names and "job_wedged" in names
 
 
 def test_one_damaged_row_does_not_break_listing(make_app, tmp_path: Path) -> None:

@@ -49,6 +49,9 @@ def app_with_task(make_app: Callable[..., durq.Durq]) -> durq.Durq:
         ({"rescue_after": 1.0}, "rescue_after must be at least 2 s"),
         ({"rescue_after": math.inf}, "rescue_after must be at least 2 s"),
         ({"rescue_after": math.nan}, "rescue_after must be at least 2 s"),
+        ({"loop_block_threshold": 0}, "loop_block_threshold must be > 0 s"),
+        ({"loop_block_threshold": math.inf}, "loop_block_threshold must be > 0 s"),
+        ({"loop_block_threshold": math.nan}, "loop_block_threshold must be > 0 s"),
     ],
 )
 def test_settings_that_cannot_work_are_refused(

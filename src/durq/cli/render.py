@@ -85,6 +85,8 @@ def status_table(snap: dict[str, Any], wide: bool = False) -> None:
     for w in workers:  # a wedged worker is live but holds slots its bodies will not free
         if w.get("wedged", 0):
             lines.append(f"  {_short(w['id'], 40)}: wedged={w['wedged']} (held past their timeout)")
+        if w.get("loop_blocked", 0):
+            lines.append(f"  {_short(w['id'], 40)}: {_loop_note(w)}")
     reap = snap["last_reap"]
     if reap:
         lines.append(
@@ -133,6 +135,8 @@ def status_wide(snap: dict[str, Any]) -> None:
             if wedged
             else ""
         )
+        if w.get("loop_blocked", 0):
+            held += f" [red]{_loop_note(w)}[/]"
         console.print(
             f"  {w['id']} queues={','.join(w['queues'])} seen {ago(w['last_seen_age'])} ago{held}"
         )
@@ -219,3 +223,8 @@ def job_detail(job: Job) -> None:
         if err.traceback:
             for line in err.traceback.rstrip().splitlines():
                 console.print(f"      {line}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _loop_note(worker: dict[str, Any]) -> str:
+    """A worker's blocked event loop, for status (async def tasks run blocking code)."""
+    return f"event loop blocked {worker['loop_blocked']:.1f} s (async jobs stalled)"

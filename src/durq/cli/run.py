@@ -100,6 +100,14 @@ from durq.observability import logs
     "leader returns its jobs, before their leases expire.",
 )
 @click.option(
+    "--loop-block-threshold",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds the event loop of async def tasks may run no callback before it is "
+    "reported blocked (event loop_blocked, durq status).",
+)
+@click.option(
     "--autoreload",
     is_flag=True,
     help="Development: restart the worker when a *.py file under the current directory "
@@ -124,6 +132,7 @@ def worker(
     prune_interval: float,
     no_prune: bool,
     rescue_after: float,
+    loop_block_threshold: float,
     autoreload: bool,
 ) -> None:
     """Run a worker for the tasks of MODULE:ATTR (a durq.Durq; MODULE alone means MODULE:dq).
@@ -175,6 +184,7 @@ def worker(
             retention=_retention_option(retain),
             prune_interval=None if no_prune else prune_interval,
             rescue_after=rescue_after,
+            loop_block_threshold=loop_block_threshold,
         )
         if metrics_port is not None:
             from durq.worker.metrics import serve_metrics

@@ -12,6 +12,8 @@ class WorkerInfo:
 
     ``wedged`` is the number of its slots held by task bodies past their timeout, as of its
     last heartbeat (a ``def`` task that never returns keeps its thread and its slot).
+    ``loop_blocked`` is how long (seconds) the event loop of its ``async def`` tasks had
+    run no callback at its last heartbeat, once past its threshold (0.0 otherwise).
     """
 
     id: str
@@ -23,6 +25,7 @@ class WorkerInfo:
     last_seen: float
     lease: float
     wedged: int = 0
+    loop_blocked: float = 0.0
 
 
 @dataclass(slots=True)

@@ -32,6 +32,10 @@ WORKER_STOPPING = "worker_stopping"
 WORKER_STOPPED = "worker_stopped"
 WORKER_CRASHED = "worker_crashed"
 STORE_BUSY = "store_busy"
+JOB_INTERRUPTED = "job_interrupted"  # the worker stops a body: timeout, cancelled, expired
+JOB_WEDGED = "job_wedged"  # an interrupted body has not stopped: its slot stays taken
+LOOP_BLOCKED = "loop_blocked"  # the async event loop ran no callback past the threshold
+LOOP_UNBLOCKED = "loop_unblocked"  # ... and runs again (with how long it was blocked)
 
 
 def enabled(level: int = logging.INFO) -> bool:

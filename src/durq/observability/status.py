@@ -22,7 +22,8 @@ def snapshot(data: StatusData) -> dict[str, Any]:
                            "in_backoff": int, "stranded": int, "paused": {...} | None}},
          "stranded": [{"queue", "task", "jobs"}],   # queued jobs no live worker can run
          "workers": [{"id", "host", "pid", "queues", "tasks", "last_seen_age",
-                      "wedged"}],  # wedged: slots held by bodies past their timeout
+                      "wedged", "loop_blocked"}],  # wedged: slots held by bodies
+                      # that would not stop; loop_blocked: seconds its async loop is blocked
          "last_reap": {"at", "recovered", "failed"} | None}
 
     ``in_backoff`` counts scheduled jobs that already used an attempt (retries waiting).
@@ -73,6 +74,7 @@ def snapshot(data: StatusData) -> dict[str, Any]:
                 "tasks": list(w.tasks),
                 "last_seen_age": max(0.0, now - w.last_seen),
                 "wedged": w.wedged,
+                "loop_blocked": w.loop_blocked,
             }
             for w in live
         ],

@@ -198,9 +198,10 @@ class Store(Protocol):
 
     def register_worker(self, info: WorkerInfo) -> None: ...
 
-    def touch_worker(self, worker_id: str, wedged: int = 0) -> None:
-        """Mark the worker seen now, with ``wedged`` slots held by task bodies past their
-        timeout (see :attr:`durq.model.WorkerInfo.wedged`)."""
+    def touch_worker(self, worker_id: str, wedged: int = 0, loop_blocked: float = 0.0) -> None:
+        """Mark the worker seen now, with ``wedged`` slots held by task bodies that would
+        not stop and its event loop blocked for ``loop_blocked`` seconds (see
+        :class:`durq.model.WorkerInfo`)."""
         ...
 
     def unregister_worker(self, worker_id: str) -> None: ...
@@ -219,6 +220,18 @@ class Store(Protocol):
 
     def changed(self) -> bool:
         """True when another connection committed since the last call (cheap; for polling)."""
+        ...
+
+    def cancel_signalled(self) -> bool:
+        """True when a running job may have been cancelled since the last call (cheap; a
+        worker's cancel watch calls it from one thread). PostgreSQL: a cancel's NOTIFY
+        arrived (and at least once a second, as a backstop); SQLite: another connection
+        committed (the database's data version changed)."""
+        ...
+
+    def ended_among(self, job_ids: Sequence[int]) -> dict[int, str]:
+        """Of these jobs, those ``cancelled`` or ``expired`` (by another process: a cancel,
+        a deadline), with that state: the bodies a worker must stop. One read."""
         ...
 
     # -- pause and alerts --

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from durq.classify import PERMANENT, Classification, classify, describe
 from durq.codecs import UndecodableValue, decode_with, encode_with
 from durq.context import JobContext, bind, unbind
-from durq.errors import PauseQueue, PayloadError, PayloadTooLarge, Permanent, Snooze
+from durq.errors import Interrupted, PauseQueue, PayloadError, PayloadTooLarge, Permanent, Snooze
 from durq.failpoints import hit
 from durq.model import SNOOZE_KIND, AttemptError, Claimed, Outcome
 from durq.pause import pause_outcome
@@ -24,6 +24,7 @@ from durq.retry import retry_after_of
 if TYPE_CHECKING:
     from durq.registry import Registry
     from durq.task import Task
+    from durq.worker.interrupt import BodyGuard
 
 
 class Executor:
@@ -66,17 +67,21 @@ class Executor:
                 return self.failed(job, "BadPayload", str(exc), "bad_payload")
         return task, payload
 
-    def run_sync(self, job: Claimed, ctx: JobContext) -> Outcome:
+    def run_sync(self, job: Claimed, ctx: JobContext, guard: BodyGuard | None = None) -> Outcome:
+        """Run a ``def`` task's attempt on this thread; with ``guard``, the body (and only
+        the body) can be interrupted through it (:mod:`durq.worker.interrupt`)."""
         prepared = self.prepare(job)
         if isinstance(prepared, Outcome):
             return prepared
         task, payload = prepared
         token = bind(ctx)
         try:
-            value = task.fn(**payload)
+            value = guard.run(lambda: task.fn(**payload)) if guard else task.fn(**payload)
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
+            if isinstance(exc, Interrupted):
+                return self.interrupted(job, task, exc.reason)
             return self.errored(job, task, exc)
         finally:
             unbind(token)
@@ -123,6 +128,13 @@ class Executor:
     ) -> Outcome:
         error = AttemptError(job.attempt, self.clock(), type_name, message, tb, kind)
         return Outcome(job.id, job.lease_token, "failed", error=error)
+
+    def interrupted(self, job: Claimed, task: Task[Any, Any], reason: str) -> Outcome:
+        """The outcome of a body the worker stopped: a timeout (retry or fail as its task
+        says); a cancelled or expired job's outcome is dropped by the worker anyway."""
+        if reason == "timeout":
+            return self.timed_out(job, task.timeout or 0.0)
+        return self.failed(job, "Interrupted", f"the body was stopped: job {reason}", reason)
 
     def timed_out(self, job: Claimed, timeout: float) -> Outcome:
         message = f"attempt ran longer than its timeout of {timeout} s"

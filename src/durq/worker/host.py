@@ -34,6 +34,8 @@ class WorkerHost(Protocol):
         id: the worker's id (as registered in the store).
         lease: seconds of each claim's lease.
         heartbeat_interval, poll_interval, idle_claim_interval, reap_interval: seconds.
+        loop_block_threshold: seconds without a callback after which the event loop of
+            ``async def`` tasks is reported blocked.
         queues, task_names: what the worker claims.
         inflight: the attempts in hand and the free slots.
         prefetch: the jobs claimed ahead of the free slots.
@@ -49,6 +51,7 @@ class WorkerHost(Protocol):
     poll_interval: float
     idle_claim_interval: float
     reap_interval: float
+    loop_block_threshold: float
     queues: list[str]
     task_names: list[str]
     inflight: InFlight
@@ -70,3 +73,7 @@ class WorkerHost(Protocol):
     def self_report(self) -> WorkerReport: ...
 
     def crashed(self, service: str, exc: BaseException) -> None: ...
+
+    def interrupt(self, attempt: Attempt, reason: str) -> bool: ...
+
+    def loop_blocked_for(self, now: float) -> float: ...

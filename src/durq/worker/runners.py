@@ -11,6 +11,7 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -48,16 +49,43 @@ class ThreadRunner:
 
 
 class AsyncRunner:
-    """One asyncio event loop on a daemon thread, started on first use."""
+    """One asyncio event loop on a daemon thread, started on first use.
+
+    The loop stamps :attr:`beat` every :data:`TICK` seconds; :meth:`blocked_for` says how
+    long it has gone without (a body blocking the loop: ``time.sleep`` in ``async def``).
+    """
+
+    #: Seconds between the loop's liveness stamps.
+    TICK = 0.05
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready = threading.Event()
+        self.beat = time.monotonic()
+
+    def _tick(self) -> None:
+        self.beat = time.monotonic()
+        assert self._loop is not None
+        self._loop.call_later(self.TICK, self._tick)
+
+    def blocked_for(self, now: float) -> float:
+        """Seconds the loop has not run its callbacks (``now``: monotonic); 0.0 when it
+        runs, or was never started."""
+        if self._loop is None or not self._loop.is_running():
+            return 0.0
+        return max(0.0, now - self.beat - self.TICK)
+
+    def cancel(self, task: asyncio.Task[Any]) -> None:
+        """Cancel ``task`` on the loop (thread-safe; it takes effect when the loop runs)."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(task.cancel)
 
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
         asyncio.set_event_loop(loop)
+        self.beat = time.monotonic()
+        loop.call_soon(self._tick)
         self._ready.set()
         try:
             loop.run_forever()

@@ -1,4 +1,5 @@
-"""The worker's loops: claimer (which also records outcomes), heartbeat, reaper, timeouts.
+"""The worker's loops: claimer (which also records outcomes), heartbeat, reaper (timeouts and
+cancels: durq.worker.stopping).
 
 Each is a :class:`Service` on its own thread. Store errors that pass (a locked database,
 a full disk) are logged and retried with backoff; anything else stops the worker.
@@ -22,6 +23,7 @@ from durq.pause import PAUSE_KIND
 from durq.worker.pausing import settle_pause
 from durq.worker.service import Service, passing
 from durq.worker.state import Attempt
+from durq.worker.stopping import stop
 
 if TYPE_CHECKING:
     from durq.worker.host import WorkerHost
@@ -236,9 +238,16 @@ class Heartbeat(Service):
                 task=attempt.job.task,
                 attempt=attempt.job.attempt,
             )
+            # the job was reaped or rescued and may run elsewhere already: stop this body
+            # too, so a task's concurrency holds (its outcome drops, as fencing would)
+            stop(w, attempt, "lease_lost")
         w.app.store.report_worker(w.id, w.self_report())  # what the worker list shows
-        # the slots held by bodies past their timeout, and (SQLite) the clock's mark
-        w.app.store.touch_worker(w.id, w.inflight.wedged(time.monotonic()))
+        # the slots held by bodies that would not stop, the event loop's block, and
+        # (SQLite) the clock's mark
+        now = time.monotonic()
+        blocked = w.loop_blocked_for(now)
+        blocked = round(blocked, 3) if blocked >= w.loop_block_threshold else 0.0
+        w.app.store.touch_worker(w.id, w.inflight.wedged(now), blocked)
 
 
 class Reaper(Service):
@@ -274,32 +283,6 @@ class Reaper(Service):
                 failed=summary.failed,
                 ids=list(summary.job_ids[:50]),
             )
-
-
-class Timeouts(Service):
-    """Settles attempts that outrun their ``timeout`` with a timeout outcome (retry or fail).
-
-    A thread cannot be killed, so for ``def`` tasks this is the timeout: the context reports
-    ``lease_lost`` and the thread's late outcome is dropped. ``async def`` tasks are
-    cancelled by ``asyncio.wait_for`` at their timeout; this service catches the ones that
-    do not stop (a coroutine blocking the event loop, or one that swallows the
-    cancellation) one second later."""
-
-    name = "timeouts"
-    tick = 0.05
-
-    def __init__(self, worker: WorkerHost) -> None:
-        super().__init__(worker)
-        self.worker = worker
-
-    def run(self) -> None:
-        w = self.worker
-        while not self.sleep(self.tick):
-            for attempt in w.inflight.overdue(time.monotonic()):
-                attempt.ctx.mark_lease_lost()
-                task = w.app.tasks[attempt.job.task]
-                outcome = w.executor.timed_out(attempt.job, task.timeout or 0.0)
-                w.claimer.submit(attempt, outcome)
 
 
 def error_json(kind: str, message: str, attempt: int, at: float) -> str:

@@ -6,18 +6,24 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from durq.context import JobContext
 from durq.model import Claimed
+from durq.worker.interrupt import BodyGuard
+
+#: Seconds an interrupted body may take to stop before its slot counts as wedged.
+WEDGED_AFTER = 1.0
 
 
 @dataclass(eq=False)
 class Attempt:
     """One claimed job on this worker.
 
-    Its slot is taken while its code runs (a timed-out thread keeps its slot until it
-    returns). The attempt stays in the table, and its lease is heartbeated, until its
-    outcome is settled: committed, fenced out, or dropped.
+    Its slot is taken while its code runs (an interrupted body keeps its slot until it has
+    stopped). The attempt stays in the table, and its lease is heartbeated, until its
+    outcome is settled: committed, fenced out, or dropped. ``deadline`` (monotonic) is set
+    when the body really starts (for ``async def`` on the loop, not at hand-off).
     """
 
     job: Claimed
@@ -26,7 +32,14 @@ class Attempt:
     deadline: float | None = None
     settled: bool = False  # the outcome was handed on or dropped; no more heartbeats
     returned: bool = False  # the thread / coroutine is done
-    abandoned: bool = False  # given back at shutdown or timed out: drop its late outcome
+    abandoned: bool = False  # given back at shutdown, cancelled or expired: drop its outcome
+    is_async: bool = False
+    timeout: float | None = None  # the task's timeout, seconds
+    guard: BodyGuard = field(default_factory=BodyGuard)  # def bodies: where to raise
+    task: Any = None  # async bodies: the asyncio.Task running it, once started on the loop
+    interrupted: str | None = None  # "timeout" | "cancelled" | "expired": asked to stop
+    interrupted_at: float | None = None  # monotonic time of the first interrupt
+    raised_at: float = 0.0  # monotonic time of the last raise into the body
 
 
 class InFlight:
@@ -49,6 +62,34 @@ class InFlight:
         with self.lock:
             self.attempts[attempt.job.id] = attempt
             self.busy += 1
+
+    def start(self, attempt: Attempt, now: float, slack: float = 0.0) -> bool:
+        """The body is about to start (``now``: monotonic): set its deadline (timeout plus
+        ``slack`` seconds from now). False, and the attempt is dropped, when it must not
+        start: settled, given back, cancelled, or its lease lost meanwhile."""
+        with self.lock:
+            if attempt.settled or attempt.abandoned or attempt.ctx.lease_lost:
+                attempt.abandoned = True
+                return False
+            attempt.started = now
+            if attempt.timeout is not None:
+                attempt.deadline = now + attempt.timeout + slack
+            return True
+
+    def mark_interrupted(self, attempt: Attempt, reason: str, now: float) -> bool:
+        """Record that the worker stops ``attempt``'s body for ``reason``; False when the
+        body has returned already. A cancel or an expiry also drops its outcome."""
+        with self.lock:
+            if attempt.returned:
+                return False
+            if attempt.interrupted is None:
+                attempt.interrupted_at = now
+            if attempt.interrupted is None or reason != "timeout":
+                attempt.interrupted = reason
+            if reason != "timeout":
+                attempt.abandoned = True
+            attempt.raised_at = now
+            return True
 
     def leases(self) -> list[tuple[int, int]]:
         """(job id, token) of attempts whose lease must be kept alive."""
@@ -90,28 +131,42 @@ class InFlight:
             return taken
 
     def overdue(self, now: float) -> list[Attempt]:
-        """Attempts past their timeout, marked abandoned (their late outcome drops)."""
+        """Running attempts past their deadline not yet asked to stop (``now``: monotonic)."""
         with self.lock:
-            late = [
+            return [
                 a
                 for a in self.attempts.values()
                 if a.deadline is not None
                 and now >= a.deadline
                 and not a.returned
-                and not a.abandoned
+                and a.interrupted is None
             ]
-            for attempt in late:
-                attempt.abandoned = True
-            return late
+
+    def stopping(self) -> list[Attempt]:
+        """Attempts asked to stop whose body has not returned yet."""
+        with self.lock:
+            return [
+                a for a in self.attempts.values() if a.interrupted is not None and not a.returned
+            ]
+
+    def running(self) -> list[Attempt]:
+        """Attempts whose body runs (or waits to start) and whose outcome still counts."""
+        with self.lock:
+            return [a for a in self.attempts.values() if not a.returned and not a.abandoned]
 
     def wedged(self, now: float) -> int:
-        """Slots held by task bodies past their timeout (``now``: ``time.monotonic()``):
-        attempts whose code has not returned although their deadline has passed."""
+        """Slots held by task bodies that would not stop (``now``: ``time.monotonic()``):
+        bodies interrupted more than :data:`WEDGED_AFTER` seconds ago, or past their
+        deadline by as much, that have not returned."""
         with self.lock:
             return sum(
                 1
                 for a in self.attempts.values()
-                if a.deadline is not None and now >= a.deadline and not a.returned
+                if not a.returned
+                and (
+                    (a.interrupted_at is not None and now >= a.interrupted_at + WEDGED_AFTER)
+                    or (a.deadline is not None and now >= a.deadline + WEDGED_AFTER)
+                )
             )
 
     def __len__(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from durq.checks import check_worker_timing
 from durq.classify import describe
 from durq.context import JobContext
-from durq.errors import ConfigError
+from durq.errors import ConfigError, Interrupted
 from durq.model import SNOOZE_KIND, AttemptError, Claimed, Outcome, WorkerInfo, WorkerReport
 from durq.observability import events, tracing
 from durq.store import describe_url
@@ -29,9 +30,10 @@ from durq.worker.prefetch import Prefetch, default_depth
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from durq.worker.runners import AsyncRunner, ThreadRunner
 from durq.worker.scheduler import Scheduler
-from durq.worker.services import Claimer, Heartbeat, Reaper, Timeouts, error_json
+from durq.worker.services import Claimer, Heartbeat, Reaper, error_json
 from durq.worker.state import Attempt, InFlight
 from durq.worker.stats import WorkerStats
+from durq.worker.stopping import Cancels, Timeouts
 from durq.worker.sweeper import attach as attach_sweeper
 
 if TYPE_CHECKING:
@@ -39,8 +41,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("durq.worker")
 
-#: Seconds past an async task's timeout before the watchdog settles it (it should have been
-#: cancelled by then; a coroutine that blocks the loop or swallows the cancel is not).
+#: Seconds past an async task's timeout before the watchdog cancels it too (``wait_for``
+#: should have by then; a coroutine that blocks the loop or swallows the cancel has not).
 ASYNC_TIMEOUT_SLACK = 1.0
 
 
@@ -79,6 +81,9 @@ class Worker:
             leader counts this worker dead and returns its jobs at once (default 5; at
             least 2; None: only by lease expiry or, on the same host, a gone process).
             See :mod:`durq.worker.liveness`.
+        loop_block_threshold: seconds the event loop of ``async def`` tasks may go
+            without running a callback before it is reported blocked (event
+            ``loop_blocked``; default 1.0; finite, above 0).
 
     Raises:
         ConfigError: a bad option (see :func:`durq.checks.check_worker_timing` for the
@@ -103,6 +108,7 @@ class Worker:
         retention: Mapping[str, float | str | None] | None = None,
         prune_interval: float | None = DEFAULT_PRUNE_INTERVAL,
         rescue_after: float | None = RESCUE_AFTER,
+        loop_block_threshold: float = 1.0,
     ) -> None:
         if not app.tasks:
             raise ConfigError("the app has no registered tasks; nothing to run")
@@ -125,6 +131,8 @@ class Worker:
                 f"rescue_after must be at least {2 * BEAT_INTERVAL:g} s (two liveness beats) "
                 f"and finite, or None, not {rescue_after}"
             )
+        if not 0 < loop_block_threshold < float("inf"):
+            raise ConfigError(f"loop_block_threshold must be > 0 s, not {loop_block_threshold}")
         self.app = app
         self.sweeper = attach_sweeper(self, app)  # deadlines: adds the tasks' hook tasks
         self.queues = list(queues or sorted({t.queue for t in app.tasks.values()}))
@@ -150,6 +158,8 @@ class Worker:
         self.liveness = Liveness(self, rescue_after, on_rescued=self.heartbeat.beat)
         self.reaper = Reaper(self)
         self.timeouts = Timeouts(self)
+        self.cancels = Cancels(self)
+        self.loop_block_threshold = float(loop_block_threshold)
         self.pruner = Pruner.configure(self, retention, prune_interval)
 
         self.scheduler = Scheduler(self)  # periodic jobs; started only when the app has some
@@ -201,10 +211,11 @@ class Worker:
                 store.unregister_worker(self.id)
             raise
         self._threads = ThreadRunner(self.concurrency)
-        for service in (self.heartbeat, self.liveness, self.reaper, self.sweeper, self.claimer):
+        for service in (
+            self.heartbeat, self.liveness, self.reaper, self.sweeper, self.claimer,
+            self.timeouts, self.cancels,
+        ):  # fmt: skip
             service.start()
-        if any(t.timeout is not None for t in self.app.tasks.values()):
-            self.timeouts.start()
         if self.pruner is not None:
             self.pruner.start()
 
@@ -266,6 +277,11 @@ class Worker:
         """What this worker writes about itself at each beat (see durq.worker.stats)."""
         return self.stats.report(self.inflight, self.concurrency, self.app.store.now())
 
+    def loop_blocked_for(self, now: float) -> float:
+        """Seconds the event loop of ``async def`` tasks has run no callback (``now``:
+        monotonic); 0.0 while it runs or before it started."""
+        return self._async.blocked_for(now)
+
     def request_stop(self) -> None:
         """Ask :meth:`run` to shut down gracefully (thread-safe, returns at once)."""
         self.prefetch.stop_starting()  # no prefetched job starts once a stop is asked for
@@ -306,7 +322,6 @@ class Worker:
             return self.exit_code
         self.claimer.stop_claiming()
         given_back = self.give_back(self.prefetch.close())
-        self.timeouts.stop()
         deadline = time.monotonic() + grace
         with self.inflight.lock:
             while self.inflight.attempts and self.crash_reason is None:
@@ -319,6 +334,8 @@ class Worker:
         for attempt in abandoned:
             attempt.ctx.mark_lease_lost()
             self._release(attempt)
+        self.timeouts.stop()
+        self.cancels.stop()
         self.heartbeat.stop()
         self.liveness.stop()
         self.reaper.stop()
@@ -404,13 +421,10 @@ class Worker:
             _codec=self.app.store.codec,
             _will_retry=None if task is None else partial(self.executor.would_retry, job, task),
         )
-        deadline = None
-        if task is not None and task.timeout is not None:
-            # async tasks are cancelled at their timeout; the watchdog is their backstop
-            deadline = (
-                time.monotonic() + task.timeout + (ASYNC_TIMEOUT_SLACK if task.is_async else 0.0)
-            )
-        attempt = Attempt(job, ctx, deadline=deadline)
+        is_async = task is not None and task.is_async
+        attempt = Attempt(
+            job, ctx, is_async=is_async, timeout=None if task is None else task.timeout
+        )
         self.inflight.add(attempt)
         if events.enabled(logging.DEBUG):  # one line per attempt at INFO: its outcome
             events.emit(
@@ -430,30 +444,80 @@ class Worker:
             self._threads.submit(lambda: self._run_sync(attempt))
 
     def _run_sync(self, attempt: Attempt) -> None:
-        with self._traced(attempt) as span:
-            try:
-                outcome = self.executor.run_sync(attempt.job, attempt.ctx)
-            except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt in a task
-                outcome = self._internal_failure(attempt, exc)
-            if span is not None:
-                tracing.record_outcome(span, outcome)
+        outcome: Outcome | None = None
+        try:
+            if self.inflight.start(attempt, time.monotonic()):
+                with self._traced(attempt) as span:
+                    try:
+                        outcome = self.executor.run_sync(attempt.job, attempt.ctx, attempt.guard)
+                    except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt
+                        outcome = self._internal_failure(attempt, exc)
+                    outcome = self._stopped_outcome(attempt, outcome)
+                    if span is not None:
+                        tracing.record_outcome(span, outcome)
+        except Interrupted as exc:  # a late raise past the guard (see durq.worker.interrupt)
+            log.warning("job %s: an interruption landed after its body returned", attempt.job.id)
+            outcome = outcome or self._stopped_outcome(
+                attempt, self._internal_failure(attempt, exc)
+            )
+        self._ended(attempt, outcome)
+
+    async def _run_async(self, attempt: Attempt) -> None:
+        outcome: Outcome | None = None
+        # on the loop: a body never starts once its attempt was settled or its lease lost,
+        # and its timeout counts from here, not from the hand-off to a (maybe blocked) loop
+        attempt.task = asyncio.current_task()  # before the check: a cancel racing it cancels
+        if self.inflight.start(attempt, time.monotonic(), slack=ASYNC_TIMEOUT_SLACK):
+            with self._traced(attempt) as span:
+                try:
+                    outcome = await self.executor.run_async(attempt.job, attempt.ctx)
+                except BaseException as exc:  # noqa: BLE001 - CancelledError when interrupted
+                    outcome = self._internal_failure(attempt, exc)
+                outcome = self._stopped_outcome(attempt, outcome)
+                if span is not None:
+                    tracing.record_outcome(span, outcome)
+        self._ended(attempt, outcome)
+
+    def _ended(self, attempt: Attempt, outcome: Outcome | None) -> None:
+        """The body is gone (or never started): free its slot, hand on its outcome."""
         self.prefetch.ran(time.monotonic() - attempt.started)
-        if self.inflight.returned(attempt):
+        if self.inflight.returned(attempt) and outcome is not None:
             self.claimer.submit(attempt, outcome)
         self.start_prefetched()
 
-    async def _run_async(self, attempt: Attempt) -> None:
-        with self._traced(attempt) as span:
-            try:
-                outcome = await self.executor.run_async(attempt.job, attempt.ctx)
-            except BaseException as exc:  # noqa: BLE001
-                outcome = self._internal_failure(attempt, exc)
-            if span is not None:
-                tracing.record_outcome(span, outcome)
-        self.prefetch.ran(time.monotonic() - attempt.started)
-        if self.inflight.returned(attempt):
-            self.claimer.submit(attempt, outcome)
-        self.start_prefetched()
+    def _stopped_outcome(self, attempt: Attempt, outcome: Outcome) -> Outcome:
+        """A body stopped at its timeout ends ``timed_out`` whatever it returned (written
+        now that it has stopped); cancelled and expired ones are dropped by ``returned``."""
+        if attempt.interrupted == "timeout" and not (
+            outcome.error and outcome.error.kind == "timeout"
+        ):
+            return self.executor.timed_out(attempt.job, attempt.timeout or 0.0)
+        return outcome
+
+    def interrupt(self, attempt: Attempt, reason: str) -> bool:
+        """Stop a running attempt's body: the one place that does, whatever the pool.
+
+        ``def`` bodies get :class:`durq.Interrupted` raised in their thread
+        (:mod:`durq.worker.interrupt`), ``async def`` bodies are cancelled. Its slot and
+        lease stay held until the body has returned; a cancelled or expired attempt's
+        outcome is then dropped, a timed-out one is written as ``timed_out``. Calling it
+        again raises again (the timeouts service does, every 0.1 s, until the body is gone).
+
+        Args:
+            attempt: an attempt in this worker's table.
+            reason: ``"timeout"``, ``"cancelled"``, ``"expired"`` or ``"lease_lost"``.
+
+        Returns:
+            False when the body had already returned (nothing to stop).
+        """
+        if not self.inflight.mark_interrupted(attempt, reason, time.monotonic()):
+            return False
+        attempt.ctx.mark_interrupted(reason)
+        if not attempt.is_async:
+            attempt.guard.interrupt(reason)
+        elif attempt.task is not None:
+            self._async.cancel(attempt.task)
+        return True
 
     @contextlib.contextmanager
     def _traced(self, attempt: Attempt) -> Iterator[Any]:

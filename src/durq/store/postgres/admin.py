@@ -8,6 +8,7 @@ import psycopg
 
 from durq.model import JobRecord
 from durq.store.base import unique_key_held
+from durq.store.postgres import queries as q
 from durq.store.postgres.base import PostgresBase
 
 
@@ -105,6 +106,9 @@ class AdminMixin(PostgresBase):
             if done:
                 self._batches.close_for_jobs(conn, [job_id], at)
                 self._deps.settle(conn, [job_id], at)
+                # the worker running it (on any host) stops its body: durq.worker.stopping
+                payload = {"channel": self.channel, "queue": q.CANCEL_PAYLOAD}
+                conn.execute(self._sql["NOTIFY"], payload)
             return done
 
     def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool:

@@ -36,6 +36,9 @@ class PostgresBase:
         # wake-ups and leadership
         _changed: threading.Event
         _listener: threading.Thread | None
+        _listener_lock: threading.Lock
+        _cancelled: threading.Event  # a cancel's NOTIFY arrived (durq.worker.stopping)
+        _cancel_polled: float
         _closing: threading.Event
         _leader: psycopg.Connection[Any] | None
         _leader_lock: threading.Lock

@@ -82,4 +82,7 @@ class ParkingMixin(PostgresBase):
             queues.update(r[1] for r in rows)
             for queue in sorted(queues):  # wake idle workers for the hook jobs
                 conn.execute(self._sql["NOTIFY"], {"channel": self.channel, "queue": queue})
+            if expired:  # a worker running one of them stops its body (durq.worker.stopping)
+                payload = {"channel": self.channel, "queue": self._sql["CANCEL_PAYLOAD"]}
+                conn.execute(self._sql["NOTIFY"], payload)
         return SweepSummary(at=now, expired=tuple(sorted(expired)), noticed=tuple(sorted(noticed)))

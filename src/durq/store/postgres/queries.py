@@ -68,6 +68,13 @@ RETURNING id, run_at, created_at
 """
 
 NOTIFY = "SELECT pg_notify(%(channel)s, %(queue)s)"
+#: The payload of the NOTIFY sent when a job is cancelled (workers stop its body).
+CANCEL_PAYLOAD = "durq:cancel"
+
+# the running jobs a worker holds that were cancelled or expired meanwhile (its cancel watch)
+ENDED_AMONG = (
+    "SELECT id, state FROM {s}.jobs WHERE id = ANY(%(ids)s) AND state IN ('cancelled', 'expired')"
+)
 
 SELECT_JOB = "SELECT " + JOB_COLUMNS + " FROM {s}.jobs WHERE id = %(id)s"
 
@@ -373,7 +380,8 @@ ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues 
 """
 
 TOUCH_WORKER = (
-    "UPDATE {s}.workers SET last_seen = {s}.epoch(%(at)s), wedged = %(wedged)s WHERE id = %(id)s"
+    "UPDATE {s}.workers SET last_seen = {s}.epoch(%(at)s), wedged = %(wedged)s, "
+    "loop_blocked = %(loop_blocked)s WHERE id = %(id)s"
 )
 
 DELETE_WORKER = "DELETE FROM {s}.workers WHERE id = %(id)s"
@@ -381,7 +389,8 @@ DELETE_WORKER = "DELETE FROM {s}.workers WHERE id = %(id)s"
 DELETE_DEAD_WORKERS = "DELETE FROM {s}.workers WHERE last_seen + 10 * lease < {s}.epoch(%(at)s)"
 
 SELECT_WORKERS = (
-    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease, wedged FROM {s}.workers "
+    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease, wedged, loop_blocked "
+    "FROM {s}.workers "
     "ORDER BY id"
 )
 

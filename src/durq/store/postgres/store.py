@@ -112,6 +112,9 @@ class PostgresStore(
         self._offset = 0.0
         self._changed = threading.Event()
         self._listener: threading.Thread | None = None
+        self._listener_lock = threading.Lock()
+        self._cancelled = threading.Event()
+        self._cancel_polled = 0.0
         self._closing = threading.Event()
         self._leader: psycopg.Connection[Any] | None = None
         self._leader_lock = threading.Lock()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
+from collections.abc import Sequence
 
 import psycopg
 
@@ -12,6 +14,10 @@ from durq.model import StatusData, WorkerInfo
 from durq.store.postgres import queries as q
 from durq.store.postgres.base import PostgresBase
 from durq.store.postgres.connection import lock_key
+
+#: Seconds between cancel checks without a NOTIFY (jobs expired by a deadline; a NOTIFY
+#: lost while the LISTEN connection was down).
+CANCEL_BACKSTOP = 1.0
 
 
 class WorkersMixin(PostgresBase):
@@ -27,9 +33,14 @@ class WorkersMixin(PostgresBase):
             conn.execute(self._sql["DELETE_DEAD_WORKERS"], {"at": params["at"]})
             conn.execute(self._sql["UPSERT_WORKER"], params)
 
-    def touch_worker(self, worker_id: str, wedged: int = 0) -> None:
+    def touch_worker(self, worker_id: str, wedged: int = 0, loop_blocked: float = 0.0) -> None:
         with self._tx(transaction=False) as conn:
-            params = {"at": self._at(), "id": worker_id, "wedged": wedged}
+            params = {
+                "at": self._at(),
+                "id": worker_id,
+                "wedged": wedged,
+                "loop_blocked": loop_blocked,
+            }
             conn.execute(self._sql["TOUCH_WORKER"], params)
 
     def unregister_worker(self, worker_id: str) -> None:
@@ -66,6 +77,7 @@ class WorkersMixin(PostgresBase):
                         r[6],
                         r[7],
                         int(r[8] or 0),
+                        float(r[9] or 0.0),
                     )
                 )
             meta = conn.execute(self._sql["GET_META"], {"key": "last_reap"}).fetchone()
@@ -74,11 +86,35 @@ class WorkersMixin(PostgresBase):
 
     # -- wake-ups and leadership ----------------------------------------------------------
 
-    def changed(self) -> bool:
-        """True once a NOTIFY arrived since the last call (a listener thread waits for them)."""
-        if self._listener is None:
+    def _start_listener(self) -> bool:
+        """Start the LISTEN thread unless it runs; True when this call started it."""
+        with self._listener_lock:
+            if self._listener is not None:
+                return False
             self._listener = threading.Thread(target=self._listen, name="durq-listen", daemon=True)
             self._listener.start()
+            return True
+
+    def cancel_signalled(self) -> bool:
+        if self._start_listener() or self._cancelled.is_set():
+            self._cancelled.clear()
+            self._cancel_polled = time.monotonic()
+            return True
+        if time.monotonic() - self._cancel_polled >= CANCEL_BACKSTOP:  # expiries; lost NOTIFYs
+            self._cancel_polled = time.monotonic()
+            return True
+        return False
+
+    def ended_among(self, job_ids: Sequence[int]) -> dict[int, str]:
+        if not job_ids:
+            return {}
+        with self._tx(transaction=False) as conn:
+            rows = conn.execute(self._sql["ENDED_AMONG"], {"ids": list(job_ids)}).fetchall()
+        return {int(r[0]): str(r[1]) for r in rows}
+
+    def changed(self) -> bool:
+        """True once a NOTIFY arrived since the last call (a listener thread waits for them)."""
+        if self._start_listener():
             return True
         if self._changed.is_set():
             self._changed.clear()
@@ -92,12 +128,16 @@ class WorkersMixin(PostgresBase):
                 with psycopg.connect(self.options.conninfo, autocommit=True) as conn:
                     conn.execute(f"LISTEN {self.channel}")
                     self._changed.set()  # anything may have happened while we were away
+                    self._cancelled.set()
                     pause = 0.1
                     while not self._closing.is_set():
-                        for _ in conn.notifies(timeout=0.5, stop_after=1):
+                        for note in conn.notifies(timeout=0.5, stop_after=1):
                             self._changed.set()
+                            if note.payload == q.CANCEL_PAYLOAD:
+                                self._cancelled.set()
             except psycopg.Error:
                 self._changed.set()
+                self._cancelled.set()
                 self._closing.wait(pause)
                 pause = min(pause * 2, 5.0)
 

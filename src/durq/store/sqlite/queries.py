@@ -322,7 +322,10 @@ ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
     last_seen = excluded.last_seen, lease = excluded.lease
 """
 
-TOUCH_WORKER = "UPDATE workers SET last_seen = :now, wedged = :wedged WHERE id = :id"
+TOUCH_WORKER = (
+    "UPDATE workers SET last_seen = :now, wedged = :wedged, loop_blocked = :loop_blocked "
+    "WHERE id = :id"
+)
 
 DELETE_WORKER = "DELETE FROM workers WHERE id = :id"
 
@@ -330,7 +333,8 @@ DELETE_WORKER = "DELETE FROM workers WHERE id = :id"
 DELETE_DEAD_WORKERS = "DELETE FROM workers WHERE last_seen + 10 * lease < :now"
 
 SELECT_WORKERS = (
-    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease, wedged FROM workers "
+    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease, wedged, loop_blocked "
+    "FROM workers "
     "ORDER BY id"
 )
 
@@ -339,6 +343,12 @@ PUT_META = "INSERT OR REPLACE INTO meta (key, value) VALUES (:key, :value)"
 GET_META = "SELECT value FROM meta WHERE key = :key"
 
 DATA_VERSION = "PRAGMA data_version"
+
+# the running jobs a worker holds that were cancelled or expired meanwhile (its cancel watch)
+ENDED_AMONG = """
+SELECT id, state FROM jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state IN ('cancelled', 'expired')
+"""
 
 # The store-wide high-water mark of store time (durq.store.sqlite.clock): only ever raised.
 RAISE_CLOCK_MARK = """

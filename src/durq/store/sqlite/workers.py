@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 
 from durq.model import StatusData, WorkerInfo
 from durq.store.sqlite import queries as q
@@ -30,12 +31,15 @@ class WorkersMixin(SqliteBase):
             conn.execute(q.DELETE_DEAD_WORKERS, {"now": params["now"]})
             conn.execute(q.UPSERT_WORKER, params)
 
-    def touch_worker(self, worker_id: str, wedged: int = 0) -> None:
+    def touch_worker(self, worker_id: str, wedged: int = 0, loop_blocked: float = 0.0) -> None:
         conn = self._conn()
         with self._write(urgent=True):  # part of the heartbeat: it must not wait behind a flood
             now = self.now()
             self._raise_clock_mark(conn, now)
-            conn.execute(q.TOUCH_WORKER, {"id": worker_id, "now": now, "wedged": wedged})
+            conn.execute(
+                q.TOUCH_WORKER,
+                {"id": worker_id, "now": now, "wedged": wedged, "loop_blocked": loop_blocked},
+            )
 
     def unregister_worker(self, worker_id: str) -> None:
         conn = self._conn()
@@ -68,6 +72,7 @@ class WorkersMixin(SqliteBase):
                             r[6],
                             r[7],
                             int(r[8] or 0),
+                            float(r[9] or 0.0),
                         )
                     )
                 row = conn.execute(q.GET_META, {"key": "last_reap"}).fetchone()
@@ -81,6 +86,20 @@ class WorkersMixin(SqliteBase):
     def lead(self, what: str, stale_after: float = 15.0) -> bool:
         """Every SQLite worker may run the reaper: it is one conditional UPDATE."""
         return True
+
+    def cancel_signalled(self) -> bool:
+        # on the calling thread's own connection, which only reads: its data version moves
+        # whenever another connection commits (a cancel among them)
+        version = int(self._read(q.DATA_VERSION)[0][0])
+        seen = getattr(self, "_cancel_version", None)
+        self._cancel_version = version
+        return seen != version
+
+    def ended_among(self, job_ids: Sequence[int]) -> dict[int, str]:
+        if not job_ids:
+            return {}
+        rows = self._read(q.ENDED_AMONG, {"ids": json.dumps(list(job_ids))})
+        return {int(r[0]): str(r[1]) for r in rows}
 
     def changed(self) -> bool:
         if self._watch_conn is None:

@@ -1,0 +1,4 @@
+-- How long the event loop of a worker's `async def` tasks has been blocked (seconds, 0
+-- while it runs), written with every heartbeat and shown per worker by `durq status`
+-- (issue 11: a body blocking the loop stalls every async job of that worker).
+ALTER TABLE {schema}.workers ADD COLUMN loop_blocked double precision NOT NULL DEFAULT 0;

@@ -1,0 +1,111 @@
+"""Stopping a running ``def`` body: :class:`durq.Interrupted` raised in its thread.
+
+``PyThreadState_SetAsyncExc`` (the technique Dramatiq's time limits use) makes a thread
+raise an exception at its next Python bytecode. A blocking C call is not interrupted: a
+``time.sleep(5)``, a socket read or a ``Lock.acquire`` runs to its end, and the exception
+is raised as soon as it returns (measured on CPython 3.11: a ``time.sleep(3)`` interrupted
+at 0.3 s raised at 3.01 s). The worker raises it again every
+:data:`RAISE_EVERY` seconds until the body is gone (a body that catches it once is asked
+again).
+
+The guard makes sure the exception can only land inside the body: :meth:`BodyGuard.run`
+records the thread while the body runs, :meth:`BodyGuard.interrupt` raises only while it
+does (under the guard's lock), and on the way out the guard forgets the thread and clears
+an exception that was set but not yet raised, so that none reaches the worker's own code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from durq.errors import Interrupted
+
+T = TypeVar("T")
+
+#: Seconds between two raises into a body that has not stopped yet.
+RAISE_EVERY = 0.1
+
+REASONS = ("timeout", "cancelled", "expired")
+
+_set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+
+
+class _Timeout(Interrupted):
+    def __init__(self) -> None:
+        super().__init__("timeout")
+
+
+class _Cancelled(Interrupted):
+    def __init__(self) -> None:
+        super().__init__("cancelled")
+
+
+class _Expired(Interrupted):
+    def __init__(self) -> None:
+        super().__init__("expired")
+
+
+#: The exception class raised for each reason (SetAsyncExc takes a class, not an instance).
+_BY_REASON: dict[str, type[Interrupted]] = {
+    "timeout": _Timeout,
+    "cancelled": _Cancelled,
+    "expired": _Expired,
+}
+
+
+def _raise_in(thread_id: int, exc: type[BaseException] | None) -> int:
+    """Set (or with None clear) the exception pending in a thread; the threads changed."""
+    return int(_set_async_exc(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None))
+
+
+class BodyGuard:
+    """The thread running one attempt's body, while it runs it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._thread: int | None = None
+        self.raised = 0  # how many times an exception was raised into the body
+
+    def run(self, body: Callable[[], T]) -> T:
+        """Call ``body`` on this thread, interruptible by :meth:`interrupt` until it returns.
+
+        Raises:
+            Interrupted: the body was interrupted (and did not catch it); anything else the
+                body raises passes through.
+        """
+        with self._lock:
+            self._thread = threading.get_ident()
+        try:
+            return body()
+        finally:
+            self._leave()
+
+    def _leave(self) -> None:
+        while True:
+            try:
+                with self._lock:
+                    thread, self._thread = self._thread, None
+                if thread is not None:
+                    _raise_in(thread, None)  # one set just before we left: never raised
+                return
+            except Interrupted:  # raised here rather than in the body: the body is done
+                continue
+
+    def interrupt(self, reason: str) -> bool:
+        """Raise :class:`durq.Interrupted` (``reason``) in the body's thread at its next
+        bytecode. Returns False when no body runs (not started yet, or already returned).
+
+        Raises:
+            ValueError: ``reason`` is not one of :data:`REASONS`.
+        """
+        if reason not in _BY_REASON:
+            raise ValueError(f"reason must be one of {REASONS}, not {reason!r}")
+        with self._lock:
+            if self._thread is None:
+                return False
+            _raise_in(self._thread, _BY_REASON[reason])
+            self.raised += 1
+            return True
