@@ -28,7 +28,7 @@ T = TypeVar("T")
 #: Seconds between two raises into a body that has not stopped yet.
 RAISE_EVERY = 0.1
 
-REASONS = ("timeout", "cancelled", "expired")
+REASONS = ("timeout", "cancelled", "expired", "lease_lost")
 
 _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
 
@@ -48,11 +48,17 @@ class _Expired(Interrupted):
         super().__init__("expired")
 
 
+class _LeaseLost(Interrupted):
+    def __init__(self) -> None:
+        super().__init__("lease_lost")
+
+
 #: The exception class raised for each reason (SetAsyncExc takes a class, not an instance).
 _BY_REASON: dict[str, type[Interrupted]] = {
     "timeout": _Timeout,
     "cancelled": _Cancelled,
     "expired": _Expired,
+    "lease_lost": _LeaseLost,
 }
 
 
