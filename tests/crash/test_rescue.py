@@ -119,3 +119,10 @@ def test_a_frozen_worker_resumed_after_10_s_cannot_finish_the_jobs_taken_from_it
     lost = {e.get("id") for e in frozen.events() if e.get("event") == "lease_lost"}
     stale = {e.get("id") for e in frozen.events() if e.get("event") == "stale_outcome"}
     assert lost and lost | stale == {j.id for j in jobs}, (lost, stale)
+    # and each body it lost was interrupted at that beat (reason lease_lost), not left to run
+    interrupted = {
+        e.get("id")
+        for e in frozen.events()
+        if e.get("event") == "job_interrupted" and e.get("reason") == "lease_lost"
+    }
+    assert interrupted == lost, (interrupted, lost)
