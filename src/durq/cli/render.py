@@ -67,7 +67,7 @@ def status_table(snap: dict[str, Any], wide: bool = False) -> None:
     header = f"{'queue':<22} {'ready':>7} {'sched':>6} {'run':>5} {'failed':>7} {'parked':>6} {'oldest':>7}  paused"
     lines = [header]
     for name, q in snap["queues"].items():
-        c = q["counts"]
+        c = _counts(q)
         paused = q["paused"]
         lines.append(
             f"{_short(name, 22):<22} {c.get('queued', 0):>7} {c.get('scheduled', 0):>6} "
@@ -94,6 +94,14 @@ def status_table(snap: dict[str, Any], wide: bool = False) -> None:
         print(line[:80])
 
 
+def _counts(q: dict[str, Any]) -> dict[str, Any]:
+    """A queue's counts, an estimated one shown as ``~N`` (PostgreSQL's big finished states)."""
+    shown: dict[str, Any] = dict(q["counts"])
+    for state in q.get("estimated", ()):
+        shown[state] = f"~{shown.get(state, 0)}"
+    return shown
+
+
 def _stranded_note(snap: dict[str, Any]) -> str:
     n = sum(s["jobs"] for s in snap["stranded"])
     return f"; {n} job(s) stranded (no live worker has their task)" if n else ""
@@ -113,7 +121,7 @@ def status_wide(snap: dict[str, Any]) -> None:
         paused = q["paused"]
         table.add_row(
             name,
-            *(str(q["counts"].get(s, 0)) for s in states),
+            *(str(_counts(q).get(s, 0)) for s in states),
             str(q["in_backoff"]),
             str(q["stranded"]),
             ago(q["oldest_queued_age"]),

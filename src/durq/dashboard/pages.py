@@ -84,6 +84,7 @@ def _overview_ctx(d: Dashboard) -> dict[str, Any]:
             {
                 "name": name, "counts": q["counts"], "oldest": q["oldest_queued_age"],
                 "paused": q["paused"], "stranded": q["stranded"], "in_backoff": q["in_backoff"],
+                "estimated": q.get("estimated", []),
                 "chart": sparkline(s["succeeded"], s["failed"]),
                 "done_hour": sum(s["succeeded"]), "failed_hour": sum(s["failed"]),
             }
