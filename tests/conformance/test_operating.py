@@ -103,6 +103,39 @@ def test_series_counts_finished_per_minute(app: durq.Durq, clock: Clock) -> None
     assert s["queues"]["default"]["succeeded"][-1] == 2  # the newest minute is last
 
 
+def test_finished_timings_give_wait_and_run_and_claims_carry_run_at(
+    app: durq.Durq, clock: Clock
+) -> None:
+    tasks(app)
+    job = app.enqueue("work", {"n": 1})
+    late = app.enqueue("work", {"n": 2}, delay=5)
+    clock.advance(7)  # job waited 7 s, late 2 s (due at +5)
+    claimed = app.store.claim("default", ["work"], 2, LEASE, "w1")
+    assert {c.id: c.run_at for c in claimed} == {
+        job.id: pytest.approx(clock.now - 7, abs=0.01),
+        late.id: pytest.approx(clock.now - 2, abs=0.01),
+    }
+    clock.advance(3)  # both ran 3 s
+    err = AttemptError(1, clock.now, "E", "m")
+    by_id = {c.id: c for c in claimed}
+    app.store.finish(
+        [
+            Outcome(job.id, by_id[job.id].lease_token, "succeeded"),
+            Outcome(late.id, by_id[late.id].lease_token, "failed", error=err),
+        ]
+    )
+    rows = app.store.finished_timings(clock.now - 60, ["default", "other"])
+    assert sorted((q, round(w, 2), round(r, 2)) for q, w, r in rows) == [
+        ("default", 2.0, 3.0),
+        ("default", 7.0, 3.0),
+    ]
+    clock.advance(10)
+    assert app.store.finished_timings(clock.now - 1, ["default"]) == []  # both ended before
+    assert (
+        len(app.store.finished_timings(clock.now - 60, ["default"], limit=1)) == 2
+    )  # a state each
+
+
 def test_why_for_each_cause(app: durq.Durq, clock: Clock) -> None:
     tasks(app)
     stranded = app.enqueue("work", {"n": 1}).id

@@ -172,3 +172,70 @@ def test_metrics_health_and_status(dq: durq.Durq, client: Callable[..., Client])
     snap = c.get("/api/status").json()
     assert snap["queues"]["mail"]["counts"]["failed"] == 1
     assert snap["workers"][0]["done"] == 3
+
+
+def _histograms(text: str, name: str) -> dict[str, dict[str, float]]:
+    """{queue: {le or 'count' or 'sum': value}} of one histogram family in ``text`` (a
+    gauge histogram's ``_gcount`` and ``_gsum``, families of their own in the text format,
+    as ``gcount`` and ``gsum``)."""
+    out: dict[str, dict[str, float]] = {}
+    for fam in text_string_to_metric_families(text):
+        if fam.name not in (name, f"{name}_gcount", f"{name}_gsum"):
+            continue
+        for s in fam.samples:
+            q = out.setdefault(s.labels.get("queue", ""), {})
+            if s.name.endswith("_bucket"):
+                q[s.labels["le"]] = s.value
+            else:
+                q[s.name.rsplit("_", 1)[1]] = s.value
+    return out
+
+
+def test_wait_and_run_histograms_move_as_jobs_run(url: str) -> None:
+    """The dashboard's recent wait and run histograms (from the database) and a worker's
+    own durq_wait_seconds (its --metrics-port registry): a job that waited 0.4 s before a
+    worker took it falls in the 0.5 s bucket and not the 0.25 s one, on both."""
+    import time
+
+    import requests
+
+    from durq.worker.metrics import serve_metrics
+    from tests.support.serve import free_port
+
+    dq = durq.Durq(url)
+    try:
+
+        @dq.task
+        def quick(n: int = 0) -> int:
+            return n
+
+        with serving(create_app(dq)) as base:
+            before = _histograms(requests.get(f"{base}/metrics", timeout=10).text,
+                                 "durq_recent_wait_seconds")  # fmt: skip
+            assert before == {}  # no queue yet
+            for i in range(3):
+                quick.enqueue(n=i)
+            time.sleep(0.4)
+            worker = dq.worker(concurrency=1)
+            port = free_port()
+            server = serve_metrics(worker, port)
+            assert server is not None
+            try:
+                worker.run(install_signals=False, stop_when_idle=True)
+                own = _histograms(
+                    requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text,
+                    "durq_wait_seconds",
+                )
+            finally:
+                server.shutdown()
+                server.server_close()
+            body = requests.get(f"{base}/metrics", timeout=10).text
+        wait = _histograms(body, "durq_recent_wait_seconds")["default"]
+        run = _histograms(body, "durq_recent_run_seconds")["default"]
+        assert wait["gcount"] == 3 and run["gcount"] == 3 and wait["+Inf"] == 3
+        assert wait["0.25"] == 0 and wait["0.5"] + wait["1.0"] >= 1 and wait["gsum"] >= 1.2
+        assert run["5.0"] == 3  # no-ops
+        [mine] = own.values()
+        assert mine["count"] == 3 and mine["0.25"] == 0 and mine["sum"] >= 1.2
+    finally:
+        dq.close()

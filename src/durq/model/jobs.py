@@ -126,6 +126,9 @@ class Claimed:
     shutdown_requeues: int = 0
     #: the batch the job belongs to (``dq.batch``), or None; hand it on in its Outcome.
     batch_id: int | None = None
+    #: when the job became runnable (epoch s, the store's clock): its wait is the time from
+    #: here to its start (the worker's ``durq_wait_seconds``). None where a store omits it.
+    run_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -460,6 +460,15 @@ class Store(Protocol):
         {bucket: count}, the bucket being ``(finished_at - start) // step``."""
         ...
 
+    def finished_timings(
+        self, since: float, queues: Sequence[str], limit: int = 10_000
+    ) -> list[tuple[str, float, float]]:
+        """``(queue, wait, run)`` in seconds of the jobs of ``queues`` that succeeded or
+        failed since ``since`` (epoch s), the newest ``limit`` per queue and state: ``wait``
+        from the last attempt's ``run_at`` (runnable) to its start, ``run`` from its start
+        to its end. Reads the finished index only in that time range."""
+        ...
+
     def why_facts(self, job: JobRecord) -> WhyFacts:
         """The stored facts about why ``job`` waits (limit, pause, live workers)."""
         ...

@@ -53,6 +53,20 @@ CROSS JOIN LATERAL (
     GROUP BY 1) b
 """
 
+# The newest finished jobs of each (queue, state) in a time range: a range scan of
+# jobs_finished per pair, newest first.
+TIMINGS = """
+SELECT q.name, t.wait, t.run
+FROM unnest(%(queues)s::text[]) AS q(name)
+CROSS JOIN unnest(ARRAY['succeeded', 'failed']) AS st(state)
+CROSS JOIN LATERAL (
+    SELECT started_at - run_at AS wait, finished_at - started_at AS run
+    FROM {s}.jobs
+    WHERE state = st.state AND queue = q.name AND finished_at >= %(since)s
+      AND finished_at IS NOT NULL AND started_at IS NOT NULL
+    ORDER BY finished_at DESC LIMIT %(limit)s) t
+"""
+
 RECENT_BATCHES = "SELECT id FROM {s}.batches WHERE id < %(before)s ORDER BY id DESC LIMIT %(limit)s"
 
 ENQUEUED_TOTAL = """
@@ -187,6 +201,16 @@ class PostgresDashboard(PostgresBase):
             for queue, state, bucket, n in conn.execute(self._dq(SERIES), params):
                 out.setdefault((queue, state), {})[int(bucket)] = int(n)
         return out
+
+    def finished_timings(
+        self, since: float, queues: Sequence[str], limit: int = 10_000
+    ) -> list[tuple[str, float, float]]:
+        """``(queue, wait, run)`` seconds of jobs finished since ``since`` (the newest
+        ``limit`` per queue and state); see :meth:`durq.store.base.Store.finished_timings`."""
+        params = {"since": since, "queues": list(queues), "limit": limit}
+        with self._tx(transaction=False) as conn:
+            rows = conn.execute(self._dq(TIMINGS), params).fetchall()
+        return [(q, max(0.0, float(w)), max(0.0, float(r))) for q, w, r in rows]
 
     def why_facts(self, job: JobRecord) -> WhyFacts:
         """The stored facts :func:`durq.observability.why.why_not_running` reads for ``job``."""

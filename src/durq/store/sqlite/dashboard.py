@@ -51,6 +51,15 @@ GROUP BY bucket
 """
 
 
+# The newest finished jobs of one (state, queue) in a time range, through jobs_finished.
+TIMINGS = """
+SELECT started_at - run_at, finished_at - started_at
+FROM jobs INDEXED BY jobs_finished
+WHERE state = :state AND queue = :queue AND finished_at >= :since AND finished_at IS NOT NULL
+  AND started_at IS NOT NULL
+ORDER BY finished_at DESC LIMIT :limit
+"""
+
 LIMIT_OF = "SELECT limit_key, limit_concurrency, limit_rate, limit_per FROM jobs WHERE id = :id"
 LIMIT_RUNNING = (
     "SELECT id FROM jobs INDEXED BY jobs_limited_running "
@@ -166,6 +175,27 @@ class SqliteDashboard(SqliteBase):
                         rows = conn.execute(SERIES, p).fetchall()
                         if rows:
                             out[(queue, state)] = {int(b): int(n) for b, n in rows}
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        return out
+
+    def finished_timings(
+        self, since: float, queues: Sequence[str], limit: int = 10_000
+    ) -> list[tuple[str, float, float]]:
+        """``(queue, wait, run)`` seconds of jobs finished since ``since`` (the newest
+        ``limit`` per queue and state); see :meth:`durq.store.base.Store.finished_timings`."""
+        out: list[tuple[str, float, float]] = []
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN")
+            try:
+                for queue in queues:
+                    for state in ("succeeded", "failed"):
+                        p = {"since": since, "state": state, "queue": queue, "limit": limit}
+                        for wait, run in conn.execute(TIMINGS, p):
+                            out.append((queue, max(0.0, float(wait)), max(0.0, float(run))))
             finally:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
