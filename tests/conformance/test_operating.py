@@ -198,3 +198,28 @@ def test_recent_batches_newest_first(app: durq.Durq) -> None:
         made.append(b.id)
     assert app.store.recent_batches(None, 2) == made[::-1][:2]
     assert app.store.recent_batches(made[1], 10) == [made[0]]
+
+
+def test_count_jobs_and_delete_failed_across_queues(app: durq.Durq, clock: Clock) -> None:
+    tasks(app)
+    failed: dict[str, list[int]] = {}
+    for queue in ("a", "b"):
+        for i in range(3):
+            app.enqueue("work", {"n": i}, queue=queue)
+        claimed = app.store.claim(queue, ["work"], 3, LEASE, "w1")
+        err = AttemptError(1, clock.now, "E", "m")
+        app.store.finish([Outcome(c.id, c.lease_token, "failed", error=err) for c in claimed])
+        failed[queue] = sorted(c.id for c in claimed)
+    kept = app.enqueue("work", {"n": 9}, queue="a").id  # queued: never deleted
+    every = JobFilter(state="failed")
+    assert app.store.count_jobs(every, 100) == 6
+    assert app.store.count_jobs(every, 4) == 4  # counted up to the cap
+    assert app.store.count_jobs(JobFilter(state="failed", queue="b"), 100) == 3
+    newest = max(failed["b"])
+    assert app.store.count_jobs(JobFilter(state="failed", before=newest), 100) == 5
+    assert app.store.count_jobs(JobFilter(), 100) == 7
+    deleted = app.store.delete_failed([failed["a"][0], failed["b"][0], kept])
+    assert deleted == 2 and app.store.get(kept) is not None
+    assert app.store.get(failed["a"][0]) is None and app.store.get(failed["b"][0]) is None
+    assert app.store.count_jobs(every, 100) == 4
+    assert app.store.delete_failed([]) == 0

@@ -239,3 +239,55 @@ def test_wait_and_run_histograms_move_as_jobs_run(url: str) -> None:
         assert mine["count"] == 3 and mine["0.25"] == 0 and mine["sum"] >= 1.2
     finally:
         dq.close()
+
+
+def test_retry_and_delete_matching_across_queues(
+    dq: durq.Durq, client: Callable[..., Client]
+) -> None:
+    """The failed set's bulk actions act across every queue unless the filters name one;
+    the confirmation names the count; none acts past the count it named or on a job newer
+    than the ones it counted; both need the token and the CSRF field."""
+    from tests.support.dashboard_data import fail_jobs
+
+    for name in ("boom", "gone", "other"):
+        dq.task(name=name)(lambda n=0: n)
+    boom = fail_jobs(dq, "a", "boom", 2) + fail_jobs(dq, "b", "boom", 3)
+    gone = fail_jobs(dq, "a", "gone", 2) + fail_jobs(dq, "b", "gone", 2)
+    other = fail_jobs(dq, "a", "other", 1)
+    c = client(dq, token=TOKEN)
+    assert 'data-verb="delete-matching"' not in c.get("/failed?task=gone").text
+    r = c.post("/actions/delete-matching", data={"task": "gone"}, allow_redirects=False)
+    assert r.status_code == 401 and all(dq.get(i).state == "failed" for i in gone)
+    csrf = sign_in(c)
+    assert c.post("/actions/delete-matching", data={"task": "gone"}).status_code == 403  # no CSRF
+    page = c.get("/failed?task=boom").text
+    assert "Retry the 5 failed job(s) matching these filters, across all queues?" in page
+    assert "5 failed job(s) match, across all queues" in page
+    assert (
+        "Retry the 2 failed job(s) matching these filters, of queue a?"
+        in c.get("/failed?task=boom&queue=a").text
+    )
+    below = re.search(r'name="before" value="(\d+)"', page)
+    assert below and int(below.group(1)) == max(boom) + 1
+    # a job that failed after the page was drawn is not touched
+    late = fail_jobs(dq, "b", "boom", 1)
+    r = c.post(
+        "/actions/retry-matching",
+        data={"task": "boom", "expected": "5", "before": below.group(1), "csrf": csrf,
+              "next": "/failed"},
+        allow_redirects=False,
+    )  # fmt: skip
+    assert (
+        r.status_code == 303
+        and "5+failed+job%28s%29+across+queues+re-queued" in r.headers["location"]
+    )
+    assert all(dq.get(i).state == "queued" for i in boom) and dq.get(late[0]).state == "failed"
+    # delete: at most the count confirmed (3 of the 4), the newest first
+    r = c.post(
+        "/actions/delete-matching", data={"task": "gone", "expected": "3", "csrf": csrf},
+        allow_redirects=False,
+    )  # fmt: skip
+    assert "3+failed+job%28s%29+across+queues+deleted" in r.headers["location"]
+    assert [dq.store.get(i) is None for i in gone] == [False, True, True, True]
+    assert dq.get(other[0]).state == "failed"
+    assert "no failed job matches" in c.get("/failed?task=boom&queue=a").text

@@ -144,6 +144,10 @@ class Store(Protocol):
         """Delete the jobs of ``queue`` whose stored state is one of ``states``; the count."""
         ...
 
+    def delete_failed(self, job_ids: Sequence[int]) -> int:
+        """Delete those of ``job_ids`` whose state is ``failed``; the count deleted."""
+        ...
+
     def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool: ...
 
     def register_worker(self, info: WorkerInfo) -> None: ...
@@ -458,6 +462,14 @@ class Store(Protocol):
     ) -> dict[tuple[str, str], dict[int, int]]:
         """Jobs of ``queues`` finished since ``start`` (epoch s) per (queue, state):
         {bucket: count}, the bucket being ``(finished_at - start) // step``."""
+        ...
+
+    def count_jobs(self, f: JobFilter, cap: int) -> int:
+        """How many jobs match ``f`` (its cursor included), counted up to ``cap``.
+
+        Raises:
+            ConfigError: an unknown state.
+        """
         ...
 
     def finished_timings(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from durq.errors import ConfigError
@@ -137,6 +138,19 @@ def page_sql(f: JobFilter) -> tuple[str, dict[str, Any]]:
     return sql, params
 
 
+def count_sql(f: JobFilter, cap: int) -> tuple[str, dict[str, Any]]:
+    """The statement (``{s}`` not yet rendered) counting the jobs matching ``f`` (its cursor
+    too), up to ``cap``: the page's WHERE on the same indexes, no row read past the cap.
+
+    Raises:
+        ConfigError: an unknown state.
+    """
+    sql, params = page_sql(replace(f, limit=1))
+    where = sql[sql.index(" FROM {s}.jobs ") : sql.index(" ORDER BY ")]
+    params["limit"] = cap
+    return f"SELECT count(*) FROM (SELECT 1{where} LIMIT %(limit)s) x", params
+
+
 class PostgresDashboard(PostgresBase):
     """The dashboard's reads and the worker report, mixed into :class:`PostgresStore`."""
 
@@ -186,6 +200,18 @@ class PostgresDashboard(PostgresBase):
         with self._tx(transaction=False) as conn:
             rows = conn.execute(self._dq(sql), params).fetchall()
         return [JobRecord(*r) for r in rows]
+
+    def count_jobs(self, f: JobFilter, cap: int) -> int:
+        """How many jobs match ``f``, counted up to ``cap`` (the dashboard's confirmations).
+
+        Raises:
+            ConfigError: a bad filter.
+        """
+        sql, params = count_sql(f, cap)
+        params["at"] = self._at()
+        with self._tx(transaction=False) as conn:
+            row = conn.execute(self._dq(sql), params).fetchone()
+        return int(row[0]) if row else 0
 
     def finished_series(
         self,

@@ -253,6 +253,9 @@ WHERE id = %(id)s AND state IN ('failed', 'cancelled', 'expired')
 
 PURGE = "DELETE FROM {s}.jobs WHERE queue = %(queue)s AND state = ANY(%(states)s::text[])"
 
+# The dashboard's delete-matching: the ids it found, still failed now.
+DELETE_FAILED = "DELETE FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) AND state = 'failed'"
+
 CANCEL = """
 UPDATE {s}.jobs
 SET state = 'cancelled', finished_at = {s}.epoch(%(at)s), lease_token = NULL, lease_expires_at = NULL

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from durq.errors import ConfigError
@@ -118,6 +119,19 @@ def page_sql(f: JobFilter) -> tuple[str, dict[str, Any]]:
     return f"SELECT {JOB_COLUMNS} FROM jobs {clause} ORDER BY id DESC LIMIT :limit", params
 
 
+def count_sql(f: JobFilter, cap: int) -> tuple[str, dict[str, Any]]:
+    """The statement counting the jobs matching ``f`` (its cursor too), up to ``cap``: the
+    page's WHERE on the same indexes, no row read past the cap.
+
+    Raises:
+        ConfigError: an unknown state.
+    """
+    sql, params = page_sql(replace(f, limit=1))
+    where = sql[sql.index(" FROM jobs ") : sql.index(" ORDER BY ")]
+    params["limit"] = cap
+    return f"SELECT count(*) FROM (SELECT 1{where} LIMIT :limit)", params
+
+
 class SqliteDashboard(SqliteBase):
     """The dashboard's reads and the worker report, mixed into :class:`SqliteStore`."""
 
@@ -154,6 +168,16 @@ class SqliteDashboard(SqliteBase):
         sql, params = page_sql(f)
         params["now"] = self.now()
         return [JobRecord(*r) for r in self._read(sql, params)]
+
+    def count_jobs(self, f: JobFilter, cap: int) -> int:
+        """How many jobs match ``f``, counted up to ``cap`` (the dashboard's confirmations).
+
+        Raises:
+            ConfigError: a bad filter.
+        """
+        sql, params = count_sql(f, cap)
+        params["now"] = self.now()
+        return int(self._read(sql, params)[0][0])
 
     def finished_series(
         self,

@@ -198,6 +198,11 @@ PURGE = """
 DELETE FROM jobs WHERE queue = :queue AND state IN (SELECT value FROM json_each(:states))
 """
 
+# The dashboard's delete-matching: the ids it found, still failed now.
+DELETE_FAILED = """
+DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'failed'
+"""
+
 CANCEL = """
 UPDATE jobs
 SET state = 'cancelled', finished_at = :now, lease_token = NULL, lease_expires_at = NULL
