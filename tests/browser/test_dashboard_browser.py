@@ -326,3 +326,41 @@ def test_failed_set_bulk_actions_across_queues(
     assert dq.get(other[0]).state == "failed"
     assert "no failed job matches" in page.locator("div.bulk").inner_text()
     shots(page, "failed-gone-deleted")
+
+
+def test_job_page_shows_every_attempt(
+    dq: durq.Durq, open_dashboard: Callable[..., Session], shots: Callable[[Page, str], None]
+) -> None:
+    """A job that failed on one worker, lost its lease on a second and succeeded on a
+    third: its page has a row per attempt with start, end, worker and outcome, and the
+    first attempt's traceback."""
+
+    @dq.task(queue="q")
+    def work(n: int = 0) -> int:
+        return n
+
+    store = dq.store
+    job = dq.enqueue("work", {"n": 1}).id
+    [c] = store.claim("q", ["work"], 1, 30.0, "w-first")
+    tb = 'Traceback (most recent call last):\n  File "w.py", line 3\nTimeoutError: slow db\n'
+    err = AttemptError(1, store.now(), "TimeoutError", "slow db", tb, "transient")
+    store.finish([Outcome(c.id, c.lease_token, "retry", error=err, delay=0)])
+    store.claim("q", ["work"], 1, 0.05, "w-second")  # a lease it will not extend
+    time.sleep(0.2)
+    store.reap()
+    [c] = store.claim("q", ["work"], 1, 30.0, "w-third")
+    store.finish([Outcome(c.id, c.lease_token, "succeeded", result="1")])
+    s = open_dashboard(dq)
+    page = s.go(f"/jobs/{job}")
+    rows = page.locator("table.attempts tbody tr")
+    assert rows.count() == 3
+    cells = [[td.inner_text().strip() for td in rows.nth(i).locator("td").all()] for i in range(3)]
+    assert [(r[0], r[4], r[5]) for r in cells] == [
+        ("1", "w-first", "transient"),
+        ("2", "w-second", "lease_lost"),
+        ("3", "w-third", "succeeded"),
+    ]
+    assert all(r[1] != "-" and r[2] != "-" and r[3].endswith("s") for r in cells)
+    assert "TimeoutError: slow db" in cells[0][6] and "w-second" in cells[1][6]
+    assert "TimeoutError: slow db" in page.locator("section.attempt pre.traceback").inner_text()
+    shots(page, "job-attempts")

@@ -223,3 +223,43 @@ def test_count_jobs_and_delete_failed_across_queues(app: durq.Durq, clock: Clock
     assert app.store.get(failed["a"][0]) is None and app.store.get(failed["b"][0]) is None
     assert app.store.count_jobs(every, 100) == 4
     assert app.store.delete_failed([]) == 0
+
+
+def test_each_failed_attempt_keeps_its_start_and_worker(app: durq.Durq, clock: Clock) -> None:
+    """The statement that records a failed attempt writes the attempt's start and lease
+    holder into its entry (retry, fail, and the reaper's lost lease); the attempt that
+    succeeds is the row's own start, end and worker (views.attempts lists them all)."""
+    tasks(app)
+    job = app.enqueue("work", {"n": 1})
+    starts: list[float] = []
+    for worker, kind in (("w1", "retry"), ("w2", "lost"), ("w3", "succeeded")):
+        [c] = app.store.claim("default", ["work"], 1, LEASE, worker)
+        starts.append(clock.now)
+        clock.advance(2)
+        if kind == "retry":
+            err = AttemptError(1, clock.now, "ValueError", "bad", "Traceback: bad\n", "transient")
+            app.store.finish([Outcome(c.id, c.lease_token, "retry", error=err, delay=1)])
+        elif kind == "lost":
+            clock.advance(LEASE)  # w2 stopped heartbeating
+            app.store.reap()
+        else:
+            app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="1")])
+        clock.advance(5)
+    done = app.get(job.id)
+    assert done.state == "succeeded"
+    rows = views.attempts(done)
+    assert [(r["attempt"], r["worker_id"], r["outcome"]) for r in rows] == [
+        (1, "w1", "transient"),
+        (2, "w2", "lease_lost"),
+        (3, "w3", "succeeded"),
+    ]
+    assert [r["started_at"] for r in rows] == pytest.approx(starts, abs=0.01)
+    assert rows[0]["ended_at"] == pytest.approx(starts[0] + 2, abs=0.01)
+    assert rows[0]["traceback"] == "Traceback: bad\n" and rows[0]["error"] == "ValueError: bad"
+    assert rows[2]["ended_at"] == pytest.approx(starts[2] + 2, abs=0.01)
+    failing = app.enqueue("work", {"n": 2}, max_attempts=1)
+    [c] = app.store.claim("default", ["work"], 1, LEASE, "w4")
+    err = AttemptError(1, clock.now, "KeyError", "k", "", "permanent")
+    app.store.finish([Outcome(c.id, c.lease_token, "failed", error=err)])
+    [entry] = app.get(failing.id).errors
+    assert entry.worker_id == "w4" and entry.started_at == pytest.approx(clock.now, abs=0.01)

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from durq.job import Job
 from durq.model import HOOK_TASK_PREFIX
+from durq.observability import views
 from durq.observability.status import STATES
 
 console = Console()
@@ -217,12 +218,13 @@ def job_detail(job: Job) -> None:
         if value is None or value == "":
             continue
         console.print(f"  {label:>9}: {value}", highlight=False, markup=False)
-    for err in job.errors:
+    for a in views.attempts(job):  # each attempt: start, end, lease holder, its error
+        started = when(a["started_at"]) if a["started_at"] is not None else "-"
+        ended = when(a["ended_at"]) if a["ended_at"] is not None else "-"
+        line = f"  attempt {a['attempt']}: {started} -> {ended} on {a['worker_id'] or '-'} [{a['outcome']}]"
         console.print(
-            f"  attempt {err.attempt} at {when(err.at)} [{err.kind}] {err.type}: {err.message}",
-            highlight=False,
-            markup=False,
+            line + (f" {a['error']}" if a["error"] else ""), highlight=False, markup=False
         )
-        if err.traceback:
-            for line in err.traceback.rstrip().splitlines():
-                console.print(f"      {line}", highlight=False, markup=False, soft_wrap=True)
+        if a["traceback"]:
+            for tb_line in a["traceback"].rstrip().splitlines():
+                console.print(f"      {tb_line}", highlight=False, markup=False, soft_wrap=True)

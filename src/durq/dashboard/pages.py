@@ -171,6 +171,7 @@ def job(d: Dashboard, params: Params) -> Page:
     return "job.html", {
         "job": found, "d": found.to_dict(), "why": views.why(d.dq.store, record),
         "steps": d.dq.steps(job_id), "batch": batch, "hook": views.is_hook(found.task),
+        "attempts": views.attempts(found),
     }  # fmt: skip
 
 

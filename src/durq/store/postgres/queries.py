@@ -136,7 +136,8 @@ SET state = CASE WHEN o.kind = 'succeeded' THEN 'succeeded'
     finished_at = CASE WHEN o.kind = 'retry' AND j.attempts < j.max_attempts THEN NULL
                        ELSE {s}.epoch(%(at)s) END,
     run_at = CASE WHEN o.kind = 'retry' THEN {s}.epoch(%(at)s) + o.delay ELSE j.run_at END,
-    errors = CASE WHEN o.error IS NULL THEN j.errors ELSE {s}.append_error(j.errors, o.error) END,
+    errors = CASE WHEN o.error IS NULL THEN j.errors
+                  ELSE {s}.append_attempt(j.errors, o.error, j.started_at, j.worker_id) END,
     worker_id = CASE WHEN o.kind = 'retry' AND j.attempts < j.max_attempts THEN NULL
                      ELSE j.worker_id END,
     lease_token = NULL, lease_expires_at = NULL
@@ -208,7 +209,8 @@ SET state = CASE WHEN shutdown_requeues >= %(free)s AND attempts >= max_attempts
                        THEN {s}.epoch(%(at)s) ELSE NULL END,
     attempts = CASE WHEN shutdown_requeues >= %(free)s THEN attempts ELSE attempts - 1 END,
     errors = CASE WHEN shutdown_requeues >= %(free)s
-                  THEN {s}.append_error(errors, %(error)s) ELSE errors END,
+                  THEN {s}.append_attempt(errors, %(error)s, started_at, worker_id)
+                  ELSE errors END,
     shutdown_requeues = shutdown_requeues + 1,
     lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
@@ -237,7 +239,8 @@ SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
     errors = {s}.append_error(errors, json_build_object(
         'attempt', attempts, 'at', {s}.epoch(%(at)s), 'type', 'LeaseExpired',
         'message', 'lease expired: worker ' || coalesce(worker_id, '?') || ' stopped heartbeating',
-        'traceback', '', 'kind', 'lease_lost')::text),
+        'traceback', '', 'kind', 'lease_lost', 'started_at', started_at,
+        'worker_id', worker_id)::text),
     lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE state = 'running' AND lease_expires_at < {s}.epoch(%(at)s)
 RETURNING id, state

@@ -18,6 +18,11 @@ HISTORY = (
     "'message', CAST(errors AS TEXT), 'traceback', '', 'kind', 'corrupt')) END)"
 )
 
+# A failed attempt's error entry with the attempt's start and lease holder, read from the
+# row by the statement that records it (UPDATE sees the values before its SET): no extra
+# write, and nothing on the success path.
+WITH_ATTEMPT = "json_set(json(:error), '$.started_at', started_at, '$.worker_id', worker_id)"
+
 JOB_COLUMNS = (
     "id, queue, task, payload, priority, run_at, attempts, max_attempts, state, lease_token, "
     "lease_expires_at, worker_id, key, created_at, started_at, finished_at, result, progress, "
@@ -116,7 +121,7 @@ FINISH_RETRY = f"""
 UPDATE jobs
 SET state = CASE WHEN {ATTEMPTS_LEFT} THEN 'queued' ELSE 'failed' END,
     finished_at = CASE WHEN {ATTEMPTS_LEFT} THEN NULL ELSE :now END,
-    run_at = :run_at, errors = json_insert({HISTORY}, '$[#]', json(:error)),
+    run_at = :run_at, errors = json_insert({HISTORY}, '$[#]', {WITH_ATTEMPT}),
     lease_token = NULL, lease_expires_at = NULL,
     worker_id = CASE WHEN {ATTEMPTS_LEFT} THEN NULL ELSE worker_id END
 WHERE id = :id AND lease_token = :token AND state = 'running'
@@ -124,7 +129,7 @@ WHERE id = :id AND lease_token = :token AND state = 'running'
 
 FINISH_FAILED = f"""
 UPDATE jobs
-SET state = 'failed', finished_at = :now, errors = json_insert({HISTORY}, '$[#]', json(:error)),
+SET state = 'failed', finished_at = :now, errors = json_insert({HISTORY}, '$[#]', {WITH_ATTEMPT}),
     lease_token = NULL, lease_expires_at = NULL
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
@@ -149,7 +154,7 @@ SET state = CASE WHEN shutdown_requeues >= :free AND CAST(attempts AS INTEGER) >
                        THEN :now ELSE NULL END,
     attempts = CASE WHEN shutdown_requeues >= :free THEN attempts ELSE attempts - 1 END,
     errors = CASE WHEN shutdown_requeues >= :free
-                  THEN json_insert({HISTORY}, '$[#]', json(:error)) ELSE errors END,
+                  THEN json_insert({HISTORY}, '$[#]', {WITH_ATTEMPT}) ELSE errors END,
     shutdown_requeues = shutdown_requeues + 1,
     lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE id = :id AND lease_token = :token AND state = 'running'
@@ -180,7 +185,7 @@ SET state = CASE WHEN CAST(attempts AS INTEGER) >= CAST(max_attempts AS INTEGER)
     errors = json_insert({HISTORY}, '$[#]', json_object(
         'attempt', attempts, 'at', :now, 'type', 'LeaseExpired',
         'message', 'lease expired: worker ' || coalesce(worker_id, '?') || ' stopped heartbeating',
-        'traceback', '', 'kind', 'lease_lost')),
+        'traceback', '', 'kind', 'lease_lost', 'started_at', started_at, 'worker_id', worker_id)),
     lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE state = 'running' AND lease_expires_at < :now
 RETURNING id, state
