@@ -225,12 +225,9 @@ ORDER BY id DESC
 LIMIT :limit
 """
 
-# Each branch reads the index of its states: jobs_ready, jobs_leases, jobs_finished.
+# Each branch reads the index of its states: jobs_leases, jobs_finished, the partial ones;
+# the queued rows are QUEUED_SUMMARY's.
 COUNT_BY_STATE = """
-SELECT queue, 'queued', (CASE WHEN run_at > :now THEN 1 ELSE 0 END) AS later,
-       (CASE WHEN attempts > 0 THEN 1 ELSE 0 END) AS retried, count(*)
-FROM jobs WHERE state = 'queued' GROUP BY queue, later, retried
-UNION ALL
 SELECT queue, 'running', 0, 0, count(*) FROM jobs WHERE state = 'running' GROUP BY queue
 UNION ALL
 SELECT queue, state, 0, 0, count(*) FROM jobs INDEXED BY jobs_finished
@@ -241,12 +238,14 @@ UNION ALL
 SELECT queue, 'waiting', 0, 0, count(*) FROM jobs WHERE state = 'waiting' GROUP BY queue
 """
 
-OLDEST_READY = """
-SELECT queue, min(run_at) FROM jobs WHERE state = 'queued' AND run_at <= :now GROUP BY queue
-"""
-
-QUEUED_TASKS = """
-SELECT queue, task, count(*) FROM jobs WHERE state = 'queued' GROUP BY queue, task
+# Every figure of the queued jobs in one pass over them through jobs_ready (they were
+# three): counts by queue, task, later (run_at ahead) and retried (an attempt used), with
+# the oldest run_at among those ready.
+QUEUED_SUMMARY = """
+SELECT queue, task, (CASE WHEN run_at > :now THEN 1 ELSE 0 END) AS later,
+       (CASE WHEN attempts > 0 THEN 1 ELSE 0 END) AS retried, count(*),
+       min(CASE WHEN run_at <= :now THEN run_at END)
+FROM jobs WHERE state = 'queued' GROUP BY queue, task, later, retried
 """
 
 HAS_PENDING = """
