@@ -21,7 +21,7 @@ import pytest
 import durq
 from durq.model import AttemptError, Outcome, WorkerInfo
 from tests.conftest import IN_CI
-from tests.support.dashboard_data import IMG, XSS, populate
+from tests.support.dashboard_data import IMG, XSS, fail_jobs, populate
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -71,7 +71,11 @@ class Session:
     def __init__(self, page: Page, base: str) -> None:
         self.page, self.base = page, base
         self.dialogs: list[str] = []
-        page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.accept = False  # confirmations are dismissed unless a test says otherwise
+        page.on(
+            "dialog",
+            lambda d: (self.dialogs.append(d.message), d.accept() if self.accept else d.dismiss()),
+        )
 
     def go(self, path: str) -> Page:
         self.page.goto(self.base + path)
@@ -273,3 +277,90 @@ def test_why_not_running_for_each_cause(
     assert str(first) in s.page.locator("#why").inner_text()
     store.unregister_worker("w-1")
     assert s.go(f"/jobs/{first}").locator("#why").get_attribute("data-cause") == "lease_orphaned"
+
+
+def test_failed_set_bulk_actions_across_queues(
+    dq: durq.Durq, open_dashboard: Callable[..., Session], shots: Callable[[Page, str], None]
+) -> None:
+    """Retry-all-matching and delete-matching over two queues from the failed set: the
+    confirmation names the count and says "across all queues"; dismissing it does nothing;
+    accepting it acts on exactly those jobs; without the token there is no button and the
+    POST is refused."""
+    for name in ("boom", "gone", "other"):
+        dq.task(name=name)(lambda n=0: n)
+    boom = fail_jobs(dq, "a", "boom", 2) + fail_jobs(dq, "b", "boom", 3)
+    gone = fail_jobs(dq, "a", "gone", 1) + fail_jobs(dq, "b", "gone", 2)
+    other = fail_jobs(dq, "b", "other", 1)
+    s = open_dashboard(dq, token=TOKEN)
+    page = s.go("/failed?task=gone")
+    assert page.locator("button[data-verb]").count() == 0
+    refused = page.request.post(f"{s.base}/actions/delete-matching", form={"task": "gone"})
+    assert refused.status == 401 and all(dq.get(i).state == "failed" for i in gone)
+
+    s.sign_in()
+    page = s.go("/failed")
+    page.fill("#filters input[name=task]", "boom")
+    page.click("#filters button")
+    page.wait_for_url(re.compile(r"task=boom"))
+    assert page.locator("table.jobs tbody tr[data-id]").count() == 5
+    assert "5 failed job(s) match, across all queues" in page.locator("div.bulk").inner_text()
+    shots(page, "failed-boom-across-queues")
+    page.click("button[data-verb=retry-matching]")  # dismissed: nothing happens
+    assert s.dialogs[-1] == "Retry the 5 failed job(s) matching these filters, across all queues?"
+    assert all(dq.get(i).state == "failed" for i in boom)
+    s.accept = True
+    page.click("button[data-verb=retry-matching]")
+    page.wait_for_selector("p.flash.ok")
+    assert "5 failed job(s) across queues re-queued" in page.locator("p.flash").inner_text()
+    assert all(dq.get(i).state == "queued" for i in boom)
+    shots(page, "failed-boom-retried")
+
+    page = s.go("/failed?task=gone")
+    page.click("button[data-verb=delete-matching]")
+    page.wait_for_selector("p.flash.ok")
+    assert s.dialogs[-1] == (
+        "Delete the 3 failed job(s) matching these filters, across all queues, for good?"
+    )
+    assert "3 failed job(s) across queues deleted" in page.locator("p.flash").inner_text()
+    assert all(dq.store.get(i) is None for i in gone)
+    assert dq.get(other[0]).state == "failed"
+    assert "no failed job matches" in page.locator("div.bulk").inner_text()
+    shots(page, "failed-gone-deleted")
+
+
+def test_job_page_shows_every_attempt(
+    dq: durq.Durq, open_dashboard: Callable[..., Session], shots: Callable[[Page, str], None]
+) -> None:
+    """A job that failed on one worker, lost its lease on a second and succeeded on a
+    third: its page has a row per attempt with start, end, worker and outcome, and the
+    first attempt's traceback."""
+
+    @dq.task(queue="q")
+    def work(n: int = 0) -> int:
+        return n
+
+    store = dq.store
+    job = dq.enqueue("work", {"n": 1}).id
+    [c] = store.claim("q", ["work"], 1, 30.0, "w-first")
+    tb = 'Traceback (most recent call last):\n  File "w.py", line 3\nTimeoutError: slow db\n'
+    err = AttemptError(1, store.now(), "TimeoutError", "slow db", tb, "transient")
+    store.finish([Outcome(c.id, c.lease_token, "retry", error=err, delay=0)])
+    store.claim("q", ["work"], 1, 0.05, "w-second")  # a lease it will not extend
+    time.sleep(0.2)
+    store.reap()
+    [c] = store.claim("q", ["work"], 1, 30.0, "w-third")
+    store.finish([Outcome(c.id, c.lease_token, "succeeded", result="1")])
+    s = open_dashboard(dq)
+    page = s.go(f"/jobs/{job}")
+    rows = page.locator("table.attempts tbody tr")
+    assert rows.count() == 3
+    cells = [[td.inner_text().strip() for td in rows.nth(i).locator("td").all()] for i in range(3)]
+    assert [(r[0], r[4], r[5]) for r in cells] == [
+        ("1", "w-first", "transient"),
+        ("2", "w-second", "lease_lost"),
+        ("3", "w-third", "succeeded"),
+    ]
+    assert all(r[1] != "-" and r[2] != "-" and r[3].endswith("s") for r in cells)
+    assert "TimeoutError: slow db" in cells[0][6] and "w-second" in cells[1][6]
+    assert "TimeoutError: slow db" in page.locator("section.attempt pre.traceback").inner_text()
+    shots(page, "job-attempts")

@@ -121,7 +121,11 @@ def test_a_running_job_past_its_deadline_is_fenced_out(app: durq.Durq, clock: Cl
     assert app.sweep().expired == (job.id,)
     assert app.store.extend_leases([(c.id, c.lease_token)], LEASE) == [job.id]
     assert app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="1")]) == [False]
-    assert app.get(job.id).state == "expired"
+    expired = app.get(job.id)
+    assert expired.state == "expired"
+    [entry] = expired.errors  # the attempt it ended keeps its start and lease holder
+    assert entry.kind == "expired" and entry.worker_id == "w1"
+    assert entry.started_at == pytest.approx(clock.now - 61, abs=0.01)
 
 
 def test_parked_and_scheduled_jobs_expire_too(app: durq.Durq, clock: Clock) -> None:
@@ -131,6 +135,8 @@ def test_parked_and_scheduled_jobs_expire_too(app: durq.Durq, clock: Clock) -> N
     scheduled = g.options(delay=3600).enqueue(n=2)
     clock.advance(DEADLINE + 1)
     assert app.sweep().expired == (parked.id, scheduled.id)
+    [entry] = app.get(parked.id).errors  # never ran: no start, no worker
+    assert entry.started_at is None and entry.worker_id is None
     with pytest.raises(durq.JobGone):
         app.adopt(parked.id)
 

@@ -103,6 +103,39 @@ def test_series_counts_finished_per_minute(app: durq.Durq, clock: Clock) -> None
     assert s["queues"]["default"]["succeeded"][-1] == 2  # the newest minute is last
 
 
+def test_finished_timings_give_wait_and_run_and_claims_carry_run_at(
+    app: durq.Durq, clock: Clock
+) -> None:
+    tasks(app)
+    job = app.enqueue("work", {"n": 1})
+    late = app.enqueue("work", {"n": 2}, delay=5)
+    clock.advance(7)  # job waited 7 s, late 2 s (due at +5)
+    claimed = app.store.claim("default", ["work"], 2, LEASE, "w1")
+    assert {c.id: c.run_at for c in claimed} == {
+        job.id: pytest.approx(clock.now - 7, abs=0.01),
+        late.id: pytest.approx(clock.now - 2, abs=0.01),
+    }
+    clock.advance(3)  # both ran 3 s
+    err = AttemptError(1, clock.now, "E", "m")
+    by_id = {c.id: c for c in claimed}
+    app.store.finish(
+        [
+            Outcome(job.id, by_id[job.id].lease_token, "succeeded"),
+            Outcome(late.id, by_id[late.id].lease_token, "failed", error=err),
+        ]
+    )
+    rows = app.store.finished_timings(clock.now - 60, ["default", "other"])
+    assert sorted((q, round(w, 2), round(r, 2)) for q, w, r in rows) == [
+        ("default", 2.0, 3.0),
+        ("default", 7.0, 3.0),
+    ]
+    clock.advance(10)
+    assert app.store.finished_timings(clock.now - 1, ["default"]) == []  # both ended before
+    assert (
+        len(app.store.finished_timings(clock.now - 60, ["default"], limit=1)) == 2
+    )  # a state each
+
+
 def test_why_for_each_cause(app: durq.Durq, clock: Clock) -> None:
     tasks(app)
     stranded = app.enqueue("work", {"n": 1}).id
@@ -165,3 +198,68 @@ def test_recent_batches_newest_first(app: durq.Durq) -> None:
         made.append(b.id)
     assert app.store.recent_batches(None, 2) == made[::-1][:2]
     assert app.store.recent_batches(made[1], 10) == [made[0]]
+
+
+def test_count_jobs_and_delete_failed_across_queues(app: durq.Durq, clock: Clock) -> None:
+    tasks(app)
+    failed: dict[str, list[int]] = {}
+    for queue in ("a", "b"):
+        for i in range(3):
+            app.enqueue("work", {"n": i}, queue=queue)
+        claimed = app.store.claim(queue, ["work"], 3, LEASE, "w1")
+        err = AttemptError(1, clock.now, "E", "m")
+        app.store.finish([Outcome(c.id, c.lease_token, "failed", error=err) for c in claimed])
+        failed[queue] = sorted(c.id for c in claimed)
+    kept = app.enqueue("work", {"n": 9}, queue="a").id  # queued: never deleted
+    every = JobFilter(state="failed")
+    assert app.store.count_jobs(every, 100) == 6
+    assert app.store.count_jobs(every, 4) == 4  # counted up to the cap
+    assert app.store.count_jobs(JobFilter(state="failed", queue="b"), 100) == 3
+    newest = max(failed["b"])
+    assert app.store.count_jobs(JobFilter(state="failed", before=newest), 100) == 5
+    assert app.store.count_jobs(JobFilter(), 100) == 7
+    deleted = app.store.delete_failed([failed["a"][0], failed["b"][0], kept])
+    assert deleted == 2 and app.store.get(kept) is not None
+    assert app.store.get(failed["a"][0]) is None and app.store.get(failed["b"][0]) is None
+    assert app.store.count_jobs(every, 100) == 4
+    assert app.store.delete_failed([]) == 0
+
+
+def test_each_failed_attempt_keeps_its_start_and_worker(app: durq.Durq, clock: Clock) -> None:
+    """The statement that records a failed attempt writes the attempt's start and lease
+    holder into its entry (retry, fail, and the reaper's lost lease); the attempt that
+    succeeds is the row's own start, end and worker (views.attempts lists them all)."""
+    tasks(app)
+    job = app.enqueue("work", {"n": 1})
+    starts: list[float] = []
+    for worker, kind in (("w1", "retry"), ("w2", "lost"), ("w3", "succeeded")):
+        [c] = app.store.claim("default", ["work"], 1, LEASE, worker)
+        starts.append(clock.now)
+        clock.advance(2)
+        if kind == "retry":
+            err = AttemptError(1, clock.now, "ValueError", "bad", "Traceback: bad\n", "transient")
+            app.store.finish([Outcome(c.id, c.lease_token, "retry", error=err, delay=1)])
+        elif kind == "lost":
+            clock.advance(LEASE)  # w2 stopped heartbeating
+            app.store.reap()
+        else:
+            app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="1")])
+        clock.advance(5)
+    done = app.get(job.id)
+    assert done.state == "succeeded"
+    rows = views.attempts(done)
+    assert [(r["attempt"], r["worker_id"], r["outcome"]) for r in rows] == [
+        (1, "w1", "transient"),
+        (2, "w2", "lease_lost"),
+        (3, "w3", "succeeded"),
+    ]
+    assert [r["started_at"] for r in rows] == pytest.approx(starts, abs=0.01)
+    assert rows[0]["ended_at"] == pytest.approx(starts[0] + 2, abs=0.01)
+    assert rows[0]["traceback"] == "Traceback: bad\n" and rows[0]["error"] == "ValueError: bad"
+    assert rows[2]["ended_at"] == pytest.approx(starts[2] + 2, abs=0.01)
+    failing = app.enqueue("work", {"n": 2}, max_attempts=1)
+    [c] = app.store.claim("default", ["work"], 1, LEASE, "w4")
+    err = AttemptError(1, clock.now, "KeyError", "k", "", "permanent")
+    app.store.finish([Outcome(c.id, c.lease_token, "failed", error=err)])
+    [entry] = app.get(failing.id).errors
+    assert entry.worker_id == "w4" and entry.started_at == pytest.approx(clock.now, abs=0.01)

@@ -172,3 +172,122 @@ def test_metrics_health_and_status(dq: durq.Durq, client: Callable[..., Client])
     snap = c.get("/api/status").json()
     assert snap["queues"]["mail"]["counts"]["failed"] == 1
     assert snap["workers"][0]["done"] == 3
+
+
+def _histograms(text: str, name: str) -> dict[str, dict[str, float]]:
+    """{queue: {le or 'count' or 'sum': value}} of one histogram family in ``text`` (a
+    gauge histogram's ``_gcount`` and ``_gsum``, families of their own in the text format,
+    as ``gcount`` and ``gsum``)."""
+    out: dict[str, dict[str, float]] = {}
+    for fam in text_string_to_metric_families(text):
+        if fam.name not in (name, f"{name}_gcount", f"{name}_gsum"):
+            continue
+        for s in fam.samples:
+            q = out.setdefault(s.labels.get("queue", ""), {})
+            if s.name.endswith("_bucket"):
+                q[s.labels["le"]] = s.value
+            else:
+                q[s.name.rsplit("_", 1)[1]] = s.value
+    return out
+
+
+def test_wait_and_run_histograms_move_as_jobs_run(url: str) -> None:
+    """The dashboard's recent wait and run histograms (from the database) and a worker's
+    own durq_wait_seconds (its --metrics-port registry): a job that waited 0.4 s before a
+    worker took it falls in the 0.5 s bucket and not the 0.25 s one, on both."""
+    import time
+
+    import requests
+
+    from durq.worker.metrics import serve_metrics
+    from tests.support.serve import free_port
+
+    dq = durq.Durq(url)
+    try:
+
+        @dq.task
+        def quick(n: int = 0) -> int:
+            return n
+
+        with serving(create_app(dq)) as base:
+            before = _histograms(requests.get(f"{base}/metrics", timeout=10).text,
+                                 "durq_recent_wait_seconds")  # fmt: skip
+            assert before == {}  # no queue yet
+            for i in range(3):
+                quick.enqueue(n=i)
+            time.sleep(0.4)
+            worker = dq.worker(concurrency=1)
+            port = free_port()
+            server = serve_metrics(worker, port)
+            assert server is not None
+            try:
+                worker.run(install_signals=False, stop_when_idle=True)
+                own = _histograms(
+                    requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text,
+                    "durq_wait_seconds",
+                )
+            finally:
+                server.shutdown()
+                server.server_close()
+            body = requests.get(f"{base}/metrics", timeout=10).text
+        wait = _histograms(body, "durq_recent_wait_seconds")["default"]
+        run = _histograms(body, "durq_recent_run_seconds")["default"]
+        assert wait["gcount"] == 3 and run["gcount"] == 3 and wait["+Inf"] == 3
+        assert wait["0.25"] == 0 and wait["0.5"] + wait["1.0"] >= 1 and wait["gsum"] >= 1.2
+        assert run["5.0"] == 3  # no-ops
+        [mine] = own.values()
+        assert mine["count"] == 3 and mine["0.25"] == 0 and mine["sum"] >= 1.2
+    finally:
+        dq.close()
+
+
+def test_retry_and_delete_matching_across_queues(
+    dq: durq.Durq, client: Callable[..., Client]
+) -> None:
+    """The failed set's bulk actions act across every queue unless the filters name one;
+    the confirmation names the count; none acts past the count it named or on a job newer
+    than the ones it counted; both need the token and the CSRF field."""
+    from tests.support.dashboard_data import fail_jobs
+
+    for name in ("boom", "gone", "other"):
+        dq.task(name=name)(lambda n=0: n)
+    boom = fail_jobs(dq, "a", "boom", 2) + fail_jobs(dq, "b", "boom", 3)
+    gone = fail_jobs(dq, "a", "gone", 2) + fail_jobs(dq, "b", "gone", 2)
+    other = fail_jobs(dq, "a", "other", 1)
+    c = client(dq, token=TOKEN)
+    assert 'data-verb="delete-matching"' not in c.get("/failed?task=gone").text
+    r = c.post("/actions/delete-matching", data={"task": "gone"}, allow_redirects=False)
+    assert r.status_code == 401 and all(dq.get(i).state == "failed" for i in gone)
+    csrf = sign_in(c)
+    assert c.post("/actions/delete-matching", data={"task": "gone"}).status_code == 403  # no CSRF
+    page = c.get("/failed?task=boom").text
+    assert "Retry the 5 failed job(s) matching these filters, across all queues?" in page
+    assert "5 failed job(s) match, across all queues" in page
+    assert (
+        "Retry the 2 failed job(s) matching these filters, of queue a?"
+        in c.get("/failed?task=boom&queue=a").text
+    )
+    below = re.search(r'name="before" value="(\d+)"', page)
+    assert below and int(below.group(1)) == max(boom) + 1
+    # a job that failed after the page was drawn is not touched
+    late = fail_jobs(dq, "b", "boom", 1)
+    r = c.post(
+        "/actions/retry-matching",
+        data={"task": "boom", "expected": "5", "before": below.group(1), "csrf": csrf,
+              "next": "/failed"},
+        allow_redirects=False,
+    )  # fmt: skip
+    assert (
+        r.status_code == 303
+        and "5+failed+job%28s%29+across+queues+re-queued" in r.headers["location"]
+    )
+    assert all(dq.get(i).state == "queued" for i in boom) and dq.get(late[0]).state == "failed"
+    # delete: at most the count confirmed (3 of the 4), the newest first
+    r = c.post(
+        "/actions/delete-matching", data={"task": "gone", "expected": "3", "csrf": csrf},
+        allow_redirects=False,
+    )  # fmt: skip
+    assert "3+failed+job%28s%29+across+queues+deleted" in r.headers["location"]
+    assert [dq.store.get(i) is None for i in gone] == [False, True, True, True]
+    assert dq.get(other[0]).state == "failed"
+    assert "no failed job matches" in c.get("/failed?task=boom&queue=a").text

@@ -169,6 +169,10 @@ def test_worker_metrics_port_and_the_dashboard_sum(tmp_path: Path, url: str) -> 
         assert first.get(("durq_attempt_seconds_count", ""), 0) == sum(
             v for (n, _o), v in first.items() if n == "durq_attempts_total"
         )
+        # each attempt's wait is observed beside its run time
+        assert first.get(("durq_wait_seconds_count", ""), 0) == first.get(
+            ("durq_attempt_seconds_count", ""), 0
+        )
         # the dashboard's /metrics sums every worker from the database
         from durq.dashboard.app import create_app
         from tests.support.serve import serving
@@ -189,10 +193,11 @@ def test_worker_metrics_port_and_the_dashboard_sum(tmp_path: Path, url: str) -> 
             what=f"beats to report (last: {seen[-1:]})",
         )  # fmt: skip
         dq.enqueue("ok", {"n": 99})
+        # .get: the worker that bound the port may have run none of them, nor this one
         wait_for(
             lambda: (
-                scrape()[("durq_attempts_total", "succeeded")]
-                >= first[("durq_attempts_total", "succeeded")]
+                scrape().get(("durq_attempts_total", "succeeded"), 0)
+                >= first.get(("durq_attempts_total", "succeeded"), 0)
             ),
             10,
         )
@@ -321,3 +326,38 @@ def test_status_watch_redraws_until_interrupted(db_url: str) -> None:
             proc.kill()
             proc.wait(5)
     assert out.count("queue ") >= 3 and proc.returncode == 0
+
+
+def test_jobs_show_lists_every_attempt_with_start_end_and_worker(url: str) -> None:
+    """``durq jobs show`` (text and --json): each attempt with its start, end, the worker
+    that held its lease and its error with the traceback, the succeeded one last."""
+    from durq.model import AttemptError, Outcome
+
+    dq = durq.Durq(url)
+    try:
+        job = dq.enqueue("ok", {"n": 1})
+        for worker, kind in (("host-a:1:aaa", "retry"), ("host-b:2:bbb", "succeeded")):
+            [c] = dq.store.claim("default", ["ok"], 1, 30.0, worker)
+            if kind == "retry":
+                tb = 'Traceback (most recent call last):\n  File "t.py", line 1\nOSError: down\n'
+                err = AttemptError(1, dq.store.now(), "OSError", "down", tb, "transient")
+                dq.store.finish([Outcome(c.id, c.lease_token, "retry", error=err, delay=0)])
+            else:
+                dq.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="1")])
+    finally:
+        dq.close()
+    text = cli("jobs", "show", str(job.id), url=url).stdout
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("attempt ")]
+    assert len(lines) == 2, text
+    assert (
+        lines[0].startswith("attempt 1: ")
+        and "on host-a:1:aaa [transient] OSError: down" in lines[0]
+    )
+    assert lines[1].startswith("attempt 2: ") and "on host-b:2:bbb [succeeded]" in lines[1]
+    assert "OSError: down" in text.split(lines[0], 1)[1]  # the traceback follows its attempt
+    shown = json.loads(cli("jobs", "show", str(job.id), "--json", url=url).stdout)
+    assert [(a["attempt"], a["worker_id"], a["outcome"]) for a in shown["attempts"]] == [
+        (1, "host-a:1:aaa", "transient"),
+        (2, "host-b:2:bbb", "succeeded"),
+    ]
+    assert all(a["started_at"] and a["ended_at"] >= a["started_at"] for a in shown["attempts"])

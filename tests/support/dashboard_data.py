@@ -66,3 +66,15 @@ def populate(dq: durq.Durq) -> dict[str, int]:
     ids["hostile"] = dq.enqueue("hostile", {"x": XSS}).id
     ids["big"] = dq.enqueue("send", {"to": "x" * 5000}).id
     return ids
+
+
+def fail_jobs(dq: durq.Durq, queue: str, task: str, n: int, message: str = "boom") -> list[int]:
+    """``n`` jobs of ``task`` on ``queue`` that failed for good (claimed and finished by a
+    worker ``w-fail``, which this leaves registered); their ids."""
+    store = dq.store
+    ids = [dq.enqueue(task, {"n": i}, queue=queue).id for i in range(n)]
+    claimed = store.claim(queue, [task], n, LEASE, "w-fail")
+    now = store.now()
+    err = AttemptError(1, now, "RuntimeError", message, "Traceback...\n", "permanent")
+    store.finish([Outcome(c.id, c.lease_token, "failed", error=err) for c in claimed])
+    return ids

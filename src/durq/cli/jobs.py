@@ -83,6 +83,7 @@ def jobs_show(job_id: int, db: str, as_json: bool) -> None:
     if as_json:
         shown = {**job.to_dict(), **links, "steps": [s.to_dict() for s in steps]}
         shown["why"] = why.to_dict() if why else None
+        shown["attempts"] = views.attempts(job)
         render.print_json(shown)
     else:
         render.job_detail(job)

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from durq.job import Job
 from durq.model import HOOK_TASK_PREFIX
+from durq.observability import views
 from durq.observability.status import STATES
 
 console = Console()
@@ -67,7 +68,7 @@ def status_table(snap: dict[str, Any], wide: bool = False) -> None:
     header = f"{'queue':<22} {'ready':>7} {'sched':>6} {'run':>5} {'failed':>7} {'parked':>6} {'oldest':>7}  paused"
     lines = [header]
     for name, q in snap["queues"].items():
-        c = q["counts"]
+        c = _counts(q)
         paused = q["paused"]
         lines.append(
             f"{_short(name, 22):<22} {c.get('queued', 0):>7} {c.get('scheduled', 0):>6} "
@@ -96,6 +97,14 @@ def status_table(snap: dict[str, Any], wide: bool = False) -> None:
         print(line[:80])
 
 
+def _counts(q: dict[str, Any]) -> dict[str, Any]:
+    """A queue's counts, an estimated one shown as ``~N`` (PostgreSQL's big finished states)."""
+    shown: dict[str, Any] = dict(q["counts"])
+    for state in q.get("estimated", ()):
+        shown[state] = f"~{shown.get(state, 0)}"
+    return shown
+
+
 def _stranded_note(snap: dict[str, Any]) -> str:
     n = sum(s["jobs"] for s in snap["stranded"])
     return f"; {n} job(s) stranded (no live worker has their task)" if n else ""
@@ -115,7 +124,7 @@ def status_wide(snap: dict[str, Any]) -> None:
         paused = q["paused"]
         table.add_row(
             name,
-            *(str(q["counts"].get(s, 0)) for s in states),
+            *(str(_counts(q).get(s, 0)) for s in states),
             str(q["in_backoff"]),
             str(q["stranded"]),
             ago(q["oldest_queued_age"]),
@@ -214,15 +223,16 @@ def job_detail(job: Job) -> None:
         if value is None or value == "":
             continue
         console.print(f"  {label:>9}: {value}", highlight=False, markup=False)
-    for err in job.errors:
+    for a in views.attempts(job):  # each attempt: start, end, lease holder, its error
+        started = when(a["started_at"]) if a["started_at"] is not None else "-"
+        ended = when(a["ended_at"]) if a["ended_at"] is not None else "-"
+        line = f"  attempt {a['attempt']}: {started} -> {ended} on {a['worker_id'] or '-'} [{a['outcome']}]"
         console.print(
-            f"  attempt {err.attempt} at {when(err.at)} [{err.kind}] {err.type}: {err.message}",
-            highlight=False,
-            markup=False,
+            line + (f" {a['error']}" if a["error"] else ""), highlight=False, markup=False
         )
-        if err.traceback:
-            for line in err.traceback.rstrip().splitlines():
-                console.print(f"      {line}", highlight=False, markup=False, soft_wrap=True)
+        if a["traceback"]:
+            for tb_line in a["traceback"].rstrip().splitlines():
+                console.print(f"      {tb_line}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _loop_note(worker: dict[str, Any]) -> str:

@@ -4,7 +4,9 @@
 
 Verbs (form fields in brackets): ``retry`` [id], ``cancel`` [id], ``adopt`` [id],
 ``cancel-parked`` [id], ``pause`` [queue, reason], ``resume`` [queue],
-``retry-matching`` [the failed set's filters], ``delete-matching`` [queue].
+``retry-matching`` and ``delete-matching`` [the failed set's filters, ``expected`` (the
+count the confirmation named), ``before`` (one past the newest id it counted)]: across every
+queue unless the filters name one.
 """
 
 from __future__ import annotations
@@ -24,9 +26,6 @@ from durq.observability import views
 
 if TYPE_CHECKING:
     from durq.dashboard.context import Dashboard
-
-#: Jobs one retry-matching action re-queues at most (press again for more).
-MATCHING_LIMIT = 1000
 
 
 def _refuse(message: str, status: int = 403) -> Response:
@@ -69,28 +68,39 @@ def run(d: Dashboard, verb: str, form: dict[str, str]) -> str:
     if verb == "resume":
         queue = _one(form, "queue")
         return f"queue {queue} resumed" if dq.resume(queue) else f"queue {queue} was not paused"
-    if verb == "retry-matching":
-        from durq.dashboard.pages import job_filter
-
-        f = job_filter({k: v for k, v in form.items() if v}, state="failed")
-        retried = 0
-        while retried < MATCHING_LIMIT:
-            found, cursor = views.job_page(dq.store, f)
-            for job in found:
-                try:
-                    dq.retry(job.id)
-                    retried += 1
-                except DurqError:
-                    continue
-            if cursor is None:
-                break
-            f = replace(f, before=cursor)
-        return f"{retried} failed job(s) re-queued"
-    if verb == "delete-matching":
-        queue = _one(form, "queue")
-        deleted = dq.purge(queue, states=["failed"])
-        return f"{deleted} failed job(s) of queue {queue} deleted"
+    if verb in ("retry-matching", "delete-matching"):
+        return _matching(d, verb, form)
     raise ConfigError(f"unknown action {verb!r}")
+
+
+def _matching(d: Dashboard, verb: str, form: dict[str, str]) -> str:
+    """Retry or delete the failed jobs matching the form's filters, across every queue
+    unless it names one: at most the ``expected`` count the confirmation named (and
+    :data:`MATCHING_LIMIT`), none newer than its ``before`` id."""
+    from durq.dashboard.pages import MATCHING_LIMIT, job_filter
+
+    fields = {k: v for k, v in form.items() if v and k not in ("csrf", "next", "expected")}
+    f = job_filter(fields, state="failed")
+    raw = form.get("expected", "")
+    most = min(int(raw), MATCHING_LIMIT) if raw.isdigit() else MATCHING_LIMIT
+    ids: list[int] = []
+    while len(ids) < most:
+        found, cursor = views.job_page(d.dq.store, f)
+        ids.extend(job.id for job in found[: most - len(ids)])
+        if cursor is None:
+            break
+        f = replace(f, before=cursor)
+    where = f"of queue {f.queue}" if f.queue else "across queues"
+    if verb == "delete-matching":
+        return f"{d.dq.store.delete_failed(ids)} failed job(s) {where} deleted"
+    retried = 0
+    for job_id in ids:
+        try:
+            d.dq.retry(job_id)
+            retried += 1
+        except DurqError:
+            continue  # no longer failed: retried or deleted meanwhile
+    return f"{retried} failed job(s) {where} re-queued"
 
 
 def endpoint(d: Dashboard) -> Callable[[Request], Awaitable[Response]]:

@@ -6,6 +6,7 @@ parameters and returns (template name, context); it runs in a worker thread.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from durq.dashboard.charts import sparkline
@@ -84,6 +85,7 @@ def _overview_ctx(d: Dashboard) -> dict[str, Any]:
             {
                 "name": name, "counts": q["counts"], "oldest": q["oldest_queued_age"],
                 "paused": q["paused"], "stranded": q["stranded"], "in_backoff": q["in_backoff"],
+                "estimated": q.get("estimated", []),
                 "chart": sparkline(s["succeeded"], s["failed"]),
                 "done_hour": sum(s["succeeded"]), "failed_hour": sum(s["failed"]),
             }
@@ -124,8 +126,27 @@ def jobs(d: Dashboard, params: Params) -> Page:
     return "jobs.html", _list(d, params, "Jobs")
 
 
+#: Jobs one retry-matching or delete-matching press acts on at most (press again for more).
+MATCHING_LIMIT = 1000
+
+
+def matching(d: Dashboard, params: Params) -> dict[str, Any]:
+    """What the failed set's bulk actions would act on, for their confirmations: ``count``
+    (up to :data:`MATCHING_LIMIT`, ``more`` when there are further ones), across every
+    queue unless the filters name one, and ``below``, one past the newest matching id (the
+    action touches nothing newer than what was confirmed)."""
+    f = job_filter({k: v for k, v in params.items() if k != "before"}, state="failed")
+    n = d.dq.store.count_jobs(f, MATCHING_LIMIT + 1)
+    newest = d.dq.store.job_page(replace(f, limit=1)) if n else []
+    return {
+        "count": min(n, MATCHING_LIMIT), "more": n > MATCHING_LIMIT,
+        "below": newest[0].id + 1 if newest else None,
+    }  # fmt: skip
+
+
 def failed(d: Dashboard, params: Params) -> Page:
-    return "jobs.html", {**_list(d, params, "Failed jobs", state="failed"), "failed_set": True}
+    ctx = _list(d, params, "Failed jobs", state="failed")
+    return "jobs.html", {**ctx, "failed_set": True, "matching": matching(d, params)}
 
 
 def parked(d: Dashboard, params: Params) -> Page:
@@ -150,6 +171,7 @@ def job(d: Dashboard, params: Params) -> Page:
     return "job.html", {
         "job": found, "d": found.to_dict(), "why": views.why(d.dq.store, record),
         "steps": d.dq.steps(job_id), "batch": batch, "hook": views.is_hook(found.task),
+        "attempts": views.attempts(found),
     }  # fmt: skip
 
 

@@ -49,6 +49,10 @@ class AttemptError:
         traceback: the formatted traceback ('' when there was none).
         kind: the classification: ``transient``, ``permanent``, ``timeout``, ``lease_lost``,
             ``shutdown``, ``undecodable_payload`` ...
+        started_at: when that attempt started (epoch s), or None: the store writes it
+            from the row into the entry, in the statement that records the failure
+            (entries written before durq 0.x and those of jobs that never ran have none).
+        worker_id: the worker that held the attempt's lease, or None (as ``started_at``).
     """
 
     attempt: int
@@ -57,9 +61,11 @@ class AttemptError:
     message: str
     traceback: str = ""
     kind: str = "transient"
+    started_at: float | None = None
+    worker_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "attempt": self.attempt,
             "at": self.at,
             "type": self.type,
@@ -67,6 +73,11 @@ class AttemptError:
             "traceback": self.traceback,
             "kind": self.kind,
         }
+        if self.started_at is not None:
+            out["started_at"] = self.started_at
+        if self.worker_id is not None:
+            out["worker_id"] = self.worker_id
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AttemptError:
@@ -77,6 +88,8 @@ class AttemptError:
             message=str(data.get("message", "")),
             traceback=str(data.get("traceback", "")),
             kind=str(data.get("kind", "transient")),
+            started_at=float(data["started_at"]) if data.get("started_at") is not None else None,
+            worker_id=str(data["worker_id"]) if data.get("worker_id") is not None else None,
         )
 
 
@@ -130,6 +143,9 @@ class Claimed:
     shutdown_requeues: int = 0
     #: the batch the job belongs to (``dq.batch``), or None; hand it on in its Outcome.
     batch_id: int | None = None
+    #: when the job became runnable (epoch s, the store's clock): its wait is the time from
+    #: here to its start (the worker's ``durq_wait_seconds``). None where a store omits it.
+    run_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,3 +40,5 @@ class StatusData:
     paused: dict[str, dict[str, Any]] = field(default_factory=dict)
     workers: list[WorkerInfo] = field(default_factory=list)
     last_reap: dict[str, Any] | None = None
+    # (queue, state) pairs whose count is an estimate (PostgreSQL: big finished states)
+    estimated: set[tuple[str, str]] = field(default_factory=set)

@@ -90,15 +90,20 @@ def flush() -> None:
 def emit(event: str, level: int = logging.INFO, **fields: Any) -> None:
     """Log one event. ``fields`` must be JSON-serialisable (others are shown with repr)."""
     if logger.isEnabledFor(level):
-        sink = _sink
-        if sink is not None:
-            sink(time.time(), level, event, fields)
-            return
-        logger.log(
-            level,
-            _EventMessage(event, fields),
-            extra={"durq_event": event, "durq_fields": fields},
-        )
+        emit_fields(event, level, fields)
+
+
+def emit_fields(event: str, level: int, fields: dict[str, Any]) -> None:
+    """:func:`emit` for a caller that holds the fields as a dict already and has checked
+    :func:`enabled` for ``level`` (the worker's per-job line: no keyword packing, no second
+    level check). ``fields`` is kept, not copied: do not change it afterwards."""
+    sink = _sink
+    if sink is not None:
+        sink(time.time(), level, event, fields)
+        return
+    logger.log(
+        level, _EventMessage(event, fields), extra={"durq_event": event, "durq_fields": fields}
+    )
 
 
 class JsonLinesFormatter(logging.Formatter):

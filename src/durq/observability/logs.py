@@ -59,14 +59,19 @@ _LEVEL_NAMES = {10: "debug", 20: "info", 30: "warning", 40: "error", 50: "critic
 _second: list[Any] = [None, ""]  # the last whole second formatted, and its text
 
 
+def _seconds(whole: int) -> str:
+    """``whole`` (epoch seconds) as ``YYYY-MM-DDTHH:MM:SS`` UTC, formatted once per second."""
+    if _second[0] != whole:
+        _second[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+        _second[0] = whole
+    return str(_second[1])
+
+
 def iso_utc(ts: float) -> str:
     """``ts`` (epoch seconds) as ISO-8601 UTC with microseconds; the seconds part is
     formatted once per second (this runs for every event)."""
     whole = int(ts)
-    if _second[0] != whole:
-        _second[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
-        _second[0] = whole
-    return f"{_second[1]}.{int((ts - whole) * 1_000_000):06d}+00:00"
+    return f"{_seconds(whole)}.{int((ts - whole) * 1_000_000):06d}+00:00"
 
 
 _str = json.encoder.encode_basestring  # the C encoder of one str
@@ -87,18 +92,50 @@ def _value(v: Any) -> str:
     return _encode(v)
 
 
+#: (event, level, *field names) -> the line as a ``%`` template: its fixed text (the event,
+#: level and keys, encoded once) around ``%s`` for the time, the ``ts`` and each value.
+#: Events have a few shapes each, so this stays small; it is bounded all the same.
+_templates: dict[tuple[Any, ...], str] = {}
+TEMPLATES_KEPT = 1024
+
+
+def _template(key: tuple[Any, ...]) -> str:
+    event, level, keys = key[0], key[1], key[2:]
+    name = _LEVEL_NAMES.get(level) or logging.getLevelName(level).lower()
+
+    def fixed(text: str) -> str:
+        return text.replace("%", "%%")
+
+    made = (
+        '{"time": "%s.%s+00:00", "event": ' + fixed(_str(event)) + ', "ts": %s.%s, "level": "'
+        + fixed(name) + '"' + "".join(", " + fixed(_str(k)) + ": %s" for k in keys) + "}"
+    )  # fmt: skip
+    if len(_templates) < TEMPLATES_KEPT:
+        _templates[key] = made
+    return made
+
+
 def json_event(ts: float, level: int, event: str, fields: dict[str, Any]) -> str:
     """One JSON line: ``time`` (ISO-8601, UTC), ``event``, ``ts``, ``level``, the fields.
 
-    Written by hand for the flat fields events carry (each value through the C string
-    encoder or ``repr``), about half the cost of ``json.dumps`` of the whole line."""
-    head = (
-        f'{{"time": "{iso_utc(ts)}", "event": {_str(event)}, "ts": {round(ts, 6)!r}, '
-        f'"level": "{_LEVEL_NAMES.get(level) or logging.getLevelName(level).lower()}"'
-    )
-    if not fields:
-        return head + "}"
-    return head + ", " + ", ".join(f"{_str(k)}: {_value(v)}" for k, v in fields.items()) + "}"
+    Written by hand for the flat fields events carry, as one ``%`` of a template cached per
+    shape (:func:`_template`) with each value through the C string encoder or ``repr``;
+    ``time`` and ``ts`` share one microsecond reading (no ``round``, which cost more than
+    the rest of the line). Under callgrind this is 27k instructions a line against 31k for
+    the line joined piece by piece and about 60k for ``json.dumps`` (the per-job figures are
+    in docs/features/observability.md)."""
+    key = (event, level, *fields)
+    template = _templates.get(key) or _template(key)
+    whole = int(ts)
+    if _second[0] != whole:
+        _second[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+        _second[0] = whole
+    micros = f"{int((ts - whole) * 1_000_000):06d}"
+    values: list[Any] = [_second[1], micros, whole, micros]
+    for v in fields.values():
+        t = type(v)
+        values.append(_str(v) if t is str else v if t is int else _value(v))
+    return template % tuple(values)
 
 
 SHOWN_FIRST = frozenset({"id", "task", "duration"})

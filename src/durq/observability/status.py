@@ -19,7 +19,8 @@ def snapshot(data: StatusData) -> dict[str, Any]:
 
         {"now": float,
          "queues": {name: {"counts": {state: int, ...}, "oldest_queued_age": seconds | None,
-                           "in_backoff": int, "stranded": int, "paused": {...} | None}},
+                           "in_backoff": int, "stranded": int, "paused": {...} | None,
+                           "estimated": [state, ...]}},
          "stranded": [{"queue", "task", "jobs"}],   # queued jobs no live worker can run
          "workers": [{"id", "host", "pid", "queues", "tasks", "last_seen_age",
                       "wedged", "loop_blocked"}],  # wedged: slots held by bodies
@@ -27,6 +28,8 @@ def snapshot(data: StatusData) -> dict[str, Any]:
          "last_reap": {"at", "recovered", "failed"} | None}
 
     ``in_backoff`` counts scheduled jobs that already used an attempt (retries waiting).
+    ``estimated`` names the states whose count is an estimate (PostgreSQL, a finished state
+    of over 10,000 jobs in that queue: the planner's figure, not a count).
     A worker is live while it was seen within its lease.
     """
     now = data.now
@@ -40,6 +43,7 @@ def snapshot(data: StatusData) -> dict[str, Any]:
                 "in_backoff": 0,
                 "stranded": 0,
                 "paused": None,
+                "estimated": [],
             }
         return queues[name]
 
@@ -49,6 +53,8 @@ def snapshot(data: StatusData) -> dict[str, Any]:
         q["counts"][shown] = q["counts"].get(shown, 0) + n
         if shown == "scheduled" and retried:
             q["in_backoff"] += n
+    for queue, state in sorted(data.estimated):
+        entry(queue)["estimated"].append(state)
     for queue, oldest in data.oldest_ready.items():
         entry(queue)["oldest_queued_age"] = max(0.0, now - oldest)
     for queue, info in data.paused.items():

@@ -96,3 +96,41 @@ def job_page(store: Store, f: JobFilter) -> tuple[list[Job], int | None]:
 def why(store: Store, record: JobRecord) -> Why:
     """Why the stored job is not running now (:func:`durq.observability.why.why_not_running`)."""
     return why_not_running(record, store.why_facts(record))
+
+
+def attempts(job: Job) -> list[dict[str, Any]]:
+    """Every attempt of ``job`` that has a record, oldest first, as JSON-ready dicts:
+    ``attempt``, ``started_at``, ``ended_at`` (epoch s or None), ``worker_id`` (the lease
+    holder, or None), ``outcome`` (the error's kind, ``succeeded`` or ``running``),
+    ``error`` (``Type: message`` or ''), ``traceback`` ('' when none).
+
+    A failed attempt is its error-history entry (its start and worker were written with it;
+    entries from before they were have None there); the attempt that succeeded or is
+    running now comes from the row. A re-queued job (``durq retry``) counts its attempts
+    from 1 again, so numbers can repeat: the list stays in the order they ran.
+    """
+    rows: list[dict[str, Any]] = [
+        {
+            "attempt": e.attempt,
+            "started_at": e.started_at,
+            "ended_at": e.at,
+            "worker_id": e.worker_id,
+            "outcome": e.kind,
+            "error": f"{e.type}: {e.message}",
+            "traceback": e.traceback,
+        }
+        for e in job.errors
+    ]
+    if job.state in ("running", "succeeded") and job.attempts:
+        rows.append(
+            {
+                "attempt": job.attempts,
+                "started_at": job.started_at,
+                "ended_at": job.finished_at if job.state == "succeeded" else None,
+                "worker_id": job.worker_id,
+                "outcome": job.state,
+                "error": "",
+                "traceback": "",
+            }
+        )
+    return rows

@@ -194,6 +194,10 @@ class Store(Protocol):
         """Delete the jobs of ``queue`` whose stored state is one of ``states``; the count."""
         ...
 
+    def delete_failed(self, job_ids: Sequence[int]) -> int:
+        """Delete those of ``job_ids`` whose state is ``failed``; the count deleted."""
+        ...
+
     def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool: ...
 
     def register_worker(self, info: WorkerInfo) -> None: ...
@@ -521,6 +525,23 @@ class Store(Protocol):
     ) -> dict[tuple[str, str], dict[int, int]]:
         """Jobs of ``queues`` finished since ``start`` (epoch s) per (queue, state):
         {bucket: count}, the bucket being ``(finished_at - start) // step``."""
+        ...
+
+    def count_jobs(self, f: JobFilter, cap: int) -> int:
+        """How many jobs match ``f`` (its cursor included), counted up to ``cap``.
+
+        Raises:
+            ConfigError: an unknown state.
+        """
+        ...
+
+    def finished_timings(
+        self, since: float, queues: Sequence[str], limit: int = 10_000
+    ) -> list[tuple[str, float, float]]:
+        """``(queue, wait, run)`` in seconds of the jobs of ``queues`` that succeeded or
+        failed since ``since`` (epoch s), the newest ``limit`` per queue and state: ``wait``
+        from the last attempt's ``run_at`` (runnable) to its start, ``run`` from its start
+        to its end. Reads the finished index only in that time range."""
         ...
 
     def why_facts(self, job: JobRecord) -> WhyFacts:

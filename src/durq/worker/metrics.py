@@ -6,6 +6,9 @@ a registry of its own, fed by an observer on :class:`durq.worker.stats.WorkerSta
 - ``durq_attempts_total{queue,task,outcome}``: outcome ``succeeded``, ``failed`` (for good),
   ``retried`` (failed, will run again) or ``stale`` (its lease was taken over);
 - ``durq_attempt_seconds{queue,task}``: run time of each attempt (histogram);
+- ``durq_wait_seconds{queue,task}``: time from the job becoming runnable (its ``run_at``:
+  enqueued, due, or its backoff over) to this attempt's start, in the store's clock
+  (histogram; what a queue's backlog and the prefetch cost a job);
 - ``durq_jobs_in_hand``: attempts this worker holds now (gauge);
 - ``durq_jobs_rescued_total``: expired leases this worker's reaper returned to the queue.
 
@@ -18,6 +21,7 @@ For figures summed over every worker, whichever process answers, scrape the dash
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from durq.errors import ConfigError
@@ -29,6 +33,10 @@ if TYPE_CHECKING:
     from durq.worker.worker import Worker
 
 METRICS_UNAVAILABLE = "metrics_unavailable"
+
+#: Buckets of ``durq_wait_seconds`` (seconds): a job can wait minutes or hours behind a
+#: backlog, far longer than most run.
+WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 
 
 def serve_metrics(worker: Worker, port: int, host: str = "127.0.0.1") -> Any | None:
@@ -58,6 +66,13 @@ def serve_metrics(worker: Worker, port: int, host: str = "127.0.0.1") -> Any | N
     seconds = Histogram(
         "durq_attempt_seconds", "Run time of attempts.", ["queue", "task"], registry=registry
     )
+    waited = Histogram(
+        "durq_wait_seconds",
+        "Time from a job becoming runnable to its attempt's start.",
+        ["queue", "task"],
+        buckets=WAIT_BUCKETS,
+        registry=registry,
+    )
     in_hand = Gauge("durq_jobs_in_hand", "Attempts held now.", registry=registry)
     in_hand.set_function(lambda: len(worker.inflight))
     rescued = Counter(
@@ -70,6 +85,9 @@ def serve_metrics(worker: Worker, port: int, host: str = "127.0.0.1") -> Any | N
         kind = "stale" if not applied else {"retry": "retried"}.get(outcome.kind, outcome.kind)
         attempts.labels(job.queue, job.task, kind).inc()
         seconds.labels(job.queue, job.task).observe(ran)
+        if job.run_at is not None:  # started `ran` seconds ago, in the store's clock
+            start = worker.app.store.now() - (time.monotonic() - attempt.started)
+            waited.labels(job.queue, job.task).observe(max(0.0, start - job.run_at))
         if worker.stats.rescued != seen[0]:
             rescued.inc(worker.stats.rescued - seen[0])
             seen[0] = worker.stats.rescued

@@ -565,9 +565,11 @@ class Worker:
                 reason="lease token no longer current (reaped, cancelled or timed out)",
             )
         elif outcome.kind == "succeeded":
-            events.emit(
-                events.JOB_SUCCEEDED, **base, duration=round(time.monotonic() - attempt.started, 6)
-            )
+            if events.enabled():  # one dict, no keyword packing: this runs for every job
+                # whole microseconds by int(): round(x, 6) alone cost a sixth of the line
+                took = int((time.monotonic() - attempt.started) * 1_000_000) / 1_000_000
+                base["duration"] = took
+                events.emit_fields(events.JOB_SUCCEEDED, logging.INFO, base)
         elif outcome.kind == SNOOZE_KIND:  # the store may have failed it: max_snoozes
             events.emit(events.JOB_SNOOZED, **base, delay=outcome.delay)
         elif outcome.kind == "retry":

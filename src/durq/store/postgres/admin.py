@@ -99,6 +99,19 @@ class AdminMixin(PostgresBase):
             self._batches.after_purge(conn, hit_batches, at)
             return cur.rowcount
 
+    def delete_failed(self, job_ids: Sequence[int]) -> int:
+        """Delete those of ``job_ids`` that are failed, for good (one transaction, their
+        batches closed if nothing is left to wait for); the count deleted."""
+        if not job_ids:
+            return 0
+        at = self._at()
+        with self._tx() as conn:
+            batch_ids = self._batches.batches_of(conn, job_ids)
+            cur = conn.execute(self._sql["DELETE_FAILED"], {"ids": list(job_ids)})
+            if batch_ids:
+                self._batches.close_batches(conn, batch_ids, at)
+            return cur.rowcount
+
     def cancel(self, job_id: int) -> bool:
         at = self._at()
         with self._tx() as conn:  # the job and its batch (maybe completed) change together

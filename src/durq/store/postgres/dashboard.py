@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from durq.errors import ConfigError
@@ -51,6 +52,20 @@ CROSS JOIN LATERAL (
     WHERE state = st.state AND queue = q.name AND finished_at >= %(start)s
       AND finished_at IS NOT NULL
     GROUP BY 1) b
+"""
+
+# The newest finished jobs of each (queue, state) in a time range: a range scan of
+# jobs_finished per pair, newest first.
+TIMINGS = """
+SELECT q.name, t.wait, t.run
+FROM unnest(%(queues)s::text[]) AS q(name)
+CROSS JOIN unnest(ARRAY['succeeded', 'failed']) AS st(state)
+CROSS JOIN LATERAL (
+    SELECT started_at - run_at AS wait, finished_at - started_at AS run
+    FROM {s}.jobs
+    WHERE state = st.state AND queue = q.name AND finished_at >= %(since)s
+      AND finished_at IS NOT NULL AND started_at IS NOT NULL
+    ORDER BY finished_at DESC LIMIT %(limit)s) t
 """
 
 RECENT_BATCHES = "SELECT id FROM {s}.batches WHERE id < %(before)s ORDER BY id DESC LIMIT %(limit)s"
@@ -123,6 +138,19 @@ def page_sql(f: JobFilter) -> tuple[str, dict[str, Any]]:
     return sql, params
 
 
+def count_sql(f: JobFilter, cap: int) -> tuple[str, dict[str, Any]]:
+    """The statement (``{s}`` not yet rendered) counting the jobs matching ``f`` (its cursor
+    too), up to ``cap``: the page's WHERE on the same indexes, no row read past the cap.
+
+    Raises:
+        ConfigError: an unknown state.
+    """
+    sql, params = page_sql(replace(f, limit=1))
+    where = sql[sql.index(" FROM {s}.jobs ") : sql.index(" ORDER BY ")]
+    params["limit"] = cap
+    return f"SELECT count(*) FROM (SELECT 1{where} LIMIT %(limit)s) x", params
+
+
 class PostgresDashboard(PostgresBase):
     """The dashboard's reads and the worker report, mixed into :class:`PostgresStore`."""
 
@@ -173,6 +201,18 @@ class PostgresDashboard(PostgresBase):
             rows = conn.execute(self._dq(sql), params).fetchall()
         return [JobRecord(*r) for r in rows]
 
+    def count_jobs(self, f: JobFilter, cap: int) -> int:
+        """How many jobs match ``f``, counted up to ``cap`` (the dashboard's confirmations).
+
+        Raises:
+            ConfigError: a bad filter.
+        """
+        sql, params = count_sql(f, cap)
+        params["at"] = self._at()
+        with self._tx(transaction=False) as conn:
+            row = conn.execute(self._dq(sql), params).fetchone()
+        return int(row[0]) if row else 0
+
     def finished_series(
         self,
         start: float,
@@ -187,6 +227,16 @@ class PostgresDashboard(PostgresBase):
             for queue, state, bucket, n in conn.execute(self._dq(SERIES), params):
                 out.setdefault((queue, state), {})[int(bucket)] = int(n)
         return out
+
+    def finished_timings(
+        self, since: float, queues: Sequence[str], limit: int = 10_000
+    ) -> list[tuple[str, float, float]]:
+        """``(queue, wait, run)`` seconds of jobs finished since ``since`` (the newest
+        ``limit`` per queue and state); see :meth:`durq.store.base.Store.finished_timings`."""
+        params = {"since": since, "queues": list(queues), "limit": limit}
+        with self._tx(transaction=False) as conn:
+            rows = conn.execute(self._dq(TIMINGS), params).fetchall()
+        return [(q, max(0.0, float(w)), max(0.0, float(r))) for q, w, r in rows]
 
     def why_facts(self, job: JobRecord) -> WhyFacts:
         """The stored facts :func:`durq.observability.why.why_not_running` reads for ``job``."""

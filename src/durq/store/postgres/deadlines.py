@@ -42,7 +42,10 @@ done AS (
         lease_expires_at = NULL,
         errors = {s}.append_error(j.errors, json_build_object(
             'attempt', j.attempts, 'at', {s}.epoch(%(at)s), 'type', 'Expired',
-            'message', %(message)s::text, 'traceback', '', 'kind', 'expired')::text)
+            'message', %(message)s::text, 'traceback', '', 'kind', 'expired',
+            -- a running attempt ended by its deadline keeps its start and lease holder
+            'started_at', CASE WHEN j.state = 'running' THEN j.started_at END,
+            'worker_id', CASE WHEN j.state = 'running' THEN j.worker_id END)::text)
     FROM picked WHERE j.id = picked.id
     RETURNING j.id, coalesce(j.hook_queue, j.queue) AS queue, j.task, j.priority),
 hooks AS (

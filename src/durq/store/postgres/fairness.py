@@ -91,7 +91,7 @@ class FairnessMixin(PostgresBase):
                 )
                 claimed.extend(
                     Claimed(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]),
-                            int(r[7]), r[10])
+                            int(r[7]), r[10], float(r[9]))
                     for r in (got[i] for i in order)
                 )  # fmt: skip
         return claimed

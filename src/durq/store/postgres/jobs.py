@@ -297,7 +297,18 @@ class JobsMixin(PostgresBase):
         priority, run_at, batch_id) in claim order: RETURNING does not keep the ORDER BY."""
         ordered = sorted(rows, key=lambda r: (r[8], r[9], r[0]))
         return [
-            Claimed(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]), int(r[7]), r[10])
+            Claimed(
+                int(r[0]),
+                r[1],
+                r[2],
+                r[3],
+                int(r[4]),
+                int(r[5]),
+                int(r[6]),
+                int(r[7]),
+                r[10],
+                float(r[9]),
+            )
             for r in ordered
         ]
 

@@ -158,7 +158,7 @@ SET state = CASE WHEN o.kind = 'succeeded' THEN 'succeeded'
                                  || '(max_snoozes=' || o.cap || '); the job fails',
                       'traceback', '', 'kind', 'snooze_limit')::text)
                   WHEN o.error IS NULL THEN j.errors
-                  ELSE {s}.append_error(j.errors, o.error) END,
+                  ELSE {s}.append_attempt(j.errors, o.error, j.started_at, j.worker_id) END,
     worker_id = CASE WHEN __REQUEUED__ THEN NULL ELSE j.worker_id END,
     lease_token = NULL, lease_expires_at = NULL
 FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(kinds)s::text[], %(results)s::text[],
@@ -235,7 +235,8 @@ SET state = CASE WHEN shutdown_requeues >= %(free)s AND attempts >= max_attempts
                        THEN {s}.epoch(%(at)s) ELSE NULL END,
     attempts = CASE WHEN shutdown_requeues >= %(free)s THEN attempts ELSE attempts - 1 END,
     errors = CASE WHEN shutdown_requeues >= %(free)s
-                  THEN {s}.append_error(errors, %(error)s) ELSE errors END,
+                  THEN {s}.append_attempt(errors, %(error)s, started_at, worker_id)
+                  ELSE errors END,
     shutdown_requeues = shutdown_requeues + 1,
     lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
@@ -264,7 +265,8 @@ SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
     errors = {s}.append_error(errors, json_build_object(
         'attempt', attempts, 'at', {s}.epoch(%(at)s), 'type', 'LeaseExpired',
         'message', 'lease expired: worker ' || coalesce(worker_id, '?') || ' stopped heartbeating',
-        'traceback', '', 'kind', 'lease_lost')::text),
+        'traceback', '', 'kind', 'lease_lost', 'started_at', started_at,
+        'worker_id', worker_id)::text),
     lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE state = 'running' AND lease_expires_at < {s}.epoch(%(at)s)
 RETURNING id, state
@@ -316,6 +318,9 @@ RETURNING id
 
 PURGE = "DELETE FROM {s}.jobs WHERE queue = %(queue)s AND state = ANY(%(states)s::text[])"
 
+# The dashboard's delete-matching: the ids it found, still failed now.
+DELETE_FAILED = "DELETE FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) AND state = 'failed'"
+
 CANCEL = """
 UPDATE {s}.jobs
 SET state = 'cancelled', finished_at = {s}.epoch(%(at)s), lease_token = NULL, lease_expires_at = NULL
@@ -338,28 +343,56 @@ LIMIT %(limit)s
 """
 )
 
+# The non-finished states by queue; the queued ones are QUEUED_SUMMARY's.
 COUNT_BY_STATE = """
-SELECT queue, 'queued', (CASE WHEN run_at > {s}.epoch(%(at)s) THEN 1 ELSE 0 END) AS later,
-       (CASE WHEN attempts > 0 THEN 1 ELSE 0 END) AS retried, count(*)
-FROM {s}.jobs WHERE state = 'queued' GROUP BY queue, later, retried
-UNION ALL
 SELECT queue, 'running', 0, 0, count(*) FROM {s}.jobs WHERE state = 'running' GROUP BY queue
-UNION ALL
-SELECT queue, state, 0, 0, count(*) FROM {s}.jobs WHERE finished_at IS NOT NULL GROUP BY state, queue
 UNION ALL
 SELECT queue, 'parked', 0, 0, count(*) FROM {s}.jobs WHERE state = 'parked' GROUP BY queue
 UNION ALL
 SELECT queue, 'waiting', 0, 0, count(*) FROM {s}.jobs WHERE state = 'waiting' GROUP BY queue
 """
 
-OLDEST_READY = """
-SELECT queue, min(run_at) FROM {s}.jobs
-WHERE state = 'queued' AND run_at <= {s}.epoch(%(at)s) GROUP BY queue
+# Every figure of the queued jobs in one pass over them (they were three, each reading
+# every queued row from the heap): counts by queue, task, later (run_at ahead) and retried
+# (an attempt used), with the oldest run_at among those ready.
+QUEUED_SUMMARY = """
+SELECT queue, task, (CASE WHEN run_at > {s}.epoch(%(at)s) THEN 1 ELSE 0 END) AS later,
+       (CASE WHEN attempts > 0 THEN 1 ELSE 0 END) AS retried, count(*),
+       min(run_at) FILTER (WHERE run_at <= {s}.epoch(%(at)s))
+FROM {s}.jobs WHERE state = 'queued' GROUP BY queue, task, later, retried
 """
 
-QUEUED_TASKS = (
-    "SELECT queue, task, count(*) FROM {s}.jobs WHERE state = 'queued' GROUP BY queue, task"
+# The finished states by (state, queue) without reading every finished row: a skip scan of
+# jobs_finished finds the pairs, then each pair is counted up to %(cap)s entries of that
+# index (an index-only range scan: the ORDER BY is the index's order, so the planner
+# does not take a sequential scan with a LIMIT that a rare state runs to the end of); a
+# pair at the cap is a big one, and its figure comes
+# from FINISHED_ESTIMATE (status_data marks it estimated).
+FINISHED_COUNTS = """
+WITH RECURSIVE k(state, queue) AS (
+    (SELECT state, queue FROM {s}.jobs WHERE finished_at IS NOT NULL
+     ORDER BY state, queue LIMIT 1)
+    UNION ALL
+    SELECT n.state, n.queue FROM k CROSS JOIN LATERAL (
+        SELECT j.state, j.queue FROM {s}.jobs j
+        WHERE j.finished_at IS NOT NULL AND (j.state, j.queue) > (k.state, k.queue)
+        ORDER BY j.state, j.queue LIMIT 1) n
 )
+SELECT k.queue, k.state, (
+    SELECT count(*) FROM (
+        SELECT 1 FROM {s}.jobs j
+        WHERE j.finished_at IS NOT NULL AND j.state = k.state AND j.queue = k.queue
+        ORDER BY j.finished_at LIMIT %(cap)s) x)
+FROM k
+"""
+
+# The planner's row estimate for one (state, queue) of finished jobs: reltuples scaled to
+# the table's current size, times the pair's frequency from the jobs_state_queue
+# statistics (migration 0018), which autovacuum's ANALYZE keeps current.
+FINISHED_ESTIMATE = """
+EXPLAIN (FORMAT JSON) SELECT 1 FROM {s}.jobs
+WHERE finished_at IS NOT NULL AND state = %(state)s AND queue = %(queue)s
+"""
 
 HAS_PENDING = """
 SELECT EXISTS (SELECT 1 FROM {s}.jobs WHERE state = 'queued' AND queue = ANY(%(queues)s::text[])

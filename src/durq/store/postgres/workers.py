@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 
@@ -18,6 +19,10 @@ from durq.store.postgres.connection import lock_key
 #: Seconds between cancel checks without a NOTIFY (jobs expired by a deadline; a NOTIFY
 #: lost while the LISTEN connection was down).
 CANCEL_BACKSTOP = 1.0
+#: Finished jobs of one (state, queue) are counted exactly up to this many; above it the
+#: status shows the planner's estimate, marked as such (an exact count of a million
+#: succeeded rows took 250 ms, over the overview's 200 ms budget).
+FINISHED_EXACT_UP_TO = 10_000
 
 
 class WorkersMixin(PostgresBase):
@@ -56,12 +61,18 @@ class WorkersMixin(PostgresBase):
                 self._sql["COUNT_BY_STATE"], {"at": at}
             ):
                 data.counts[(queue, state, later, retried)] = n
-            data.oldest_ready = {
-                r[0]: float(r[1]) for r in conn.execute(self._sql["OLDEST_READY"], {"at": at})
-            }
-            data.queued_tasks = [
-                (r[0], r[1], int(r[2])) for r in conn.execute(self._sql["QUEUED_TASKS"])
-            ]
+            self._finished_counts(conn, data)
+            tasks: dict[tuple[str, str], int] = {}
+            for queue, task, later, retried, n, oldest in conn.execute(
+                self._sql["QUEUED_SUMMARY"], {"at": at}
+            ):
+                key = (queue, "queued", later, retried)
+                data.counts[key] = data.counts.get(key, 0) + n
+                tasks[(queue, task)] = tasks.get((queue, task), 0) + n
+                if oldest is not None:
+                    seen = data.oldest_ready.get(queue)
+                    data.oldest_ready[queue] = float(oldest) if seen is None else min(seen, oldest)
+            data.queued_tasks = [(queue, task, n) for (queue, task), n in tasks.items()]
             for name, paused, reason, source, at in conn.execute(self._sql["SELECT_QUEUES"]):
                 if paused:
                     data.paused[name] = {"reason": reason, "source": source, "at": at}
@@ -83,6 +94,18 @@ class WorkersMixin(PostgresBase):
             meta = conn.execute(self._sql["GET_META"], {"key": "last_reap"}).fetchone()
             data.last_reap = json.loads(meta[0]) if meta else None
         return data
+
+    def _finished_counts(self, conn: psycopg.Connection[Any], data: StatusData) -> None:
+        """Finished jobs by (queue, state): counted up to :data:`FINISHED_EXACT_UP_TO`, the
+        planner's estimate above (and the pair in ``data.estimated``)."""
+        cap = FINISHED_EXACT_UP_TO
+        for queue, state, n in conn.execute(self._sql["FINISHED_COUNTS"], {"cap": cap}).fetchall():
+            if n >= cap:
+                params = {"state": state, "queue": queue}
+                plan = conn.execute(self._sql["FINISHED_ESTIMATE"], params).fetchone()
+                n = max(cap, int(plan[0][0]["Plan"]["Plan Rows"])) if plan else n
+                data.estimated.add((queue, state))
+            data.counts[(queue, state, 0, 0)] = n
 
     # -- wake-ups and leadership ----------------------------------------------------------
 

@@ -100,6 +100,19 @@ class AdminMixin(SqliteBase):
             sb.after_purge(conn, hit_batches, self.now())  # same transaction
         return cur.rowcount
 
+    def delete_failed(self, job_ids: Sequence[int]) -> int:
+        """Delete those of ``job_ids`` that are failed, for good (one transaction, their
+        batches closed if nothing is left to wait for); the count deleted."""
+        if not job_ids:
+            return 0
+        conn = self._conn()
+        with self._write():
+            batch_ids = sb.batches_of(conn, job_ids)
+            cur = conn.execute(q.DELETE_FAILED, {"ids": json.dumps(list(job_ids))})
+            if batch_ids:
+                sb.close_batches(conn, batch_ids, self.now())
+        return cur.rowcount
+
     def cancel(self, job_id: int) -> bool:
         conn = self._conn()
         with self._write():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from durq.errors import ConfigError
@@ -50,6 +51,15 @@ WHERE state = :state AND queue = :queue AND finished_at >= :start AND finished_a
 GROUP BY bucket
 """
 
+
+# The newest finished jobs of one (state, queue) in a time range, through jobs_finished.
+TIMINGS = """
+SELECT started_at - run_at, finished_at - started_at
+FROM jobs INDEXED BY jobs_finished
+WHERE state = :state AND queue = :queue AND finished_at >= :since AND finished_at IS NOT NULL
+  AND started_at IS NOT NULL
+ORDER BY finished_at DESC LIMIT :limit
+"""
 
 LIMIT_OF = "SELECT limit_key, limit_concurrency, limit_rate, limit_per FROM jobs WHERE id = :id"
 LIMIT_RUNNING = (
@@ -109,6 +119,19 @@ def page_sql(f: JobFilter) -> tuple[str, dict[str, Any]]:
     return f"SELECT {JOB_COLUMNS} FROM jobs {clause} ORDER BY id DESC LIMIT :limit", params
 
 
+def count_sql(f: JobFilter, cap: int) -> tuple[str, dict[str, Any]]:
+    """The statement counting the jobs matching ``f`` (its cursor too), up to ``cap``: the
+    page's WHERE on the same indexes, no row read past the cap.
+
+    Raises:
+        ConfigError: an unknown state.
+    """
+    sql, params = page_sql(replace(f, limit=1))
+    where = sql[sql.index(" FROM jobs ") : sql.index(" ORDER BY ")]
+    params["limit"] = cap
+    return f"SELECT count(*) FROM (SELECT 1{where} LIMIT :limit)", params
+
+
 class SqliteDashboard(SqliteBase):
     """The dashboard's reads and the worker report, mixed into :class:`SqliteStore`."""
 
@@ -146,6 +169,16 @@ class SqliteDashboard(SqliteBase):
         params["now"] = self.now()
         return [JobRecord(*r) for r in self._read(sql, params)]
 
+    def count_jobs(self, f: JobFilter, cap: int) -> int:
+        """How many jobs match ``f``, counted up to ``cap`` (the dashboard's confirmations).
+
+        Raises:
+            ConfigError: a bad filter.
+        """
+        sql, params = count_sql(f, cap)
+        params["now"] = self.now()
+        return int(self._read(sql, params)[0][0])
+
     def finished_series(
         self,
         start: float,
@@ -166,6 +199,27 @@ class SqliteDashboard(SqliteBase):
                         rows = conn.execute(SERIES, p).fetchall()
                         if rows:
                             out[(queue, state)] = {int(b): int(n) for b, n in rows}
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        return out
+
+    def finished_timings(
+        self, since: float, queues: Sequence[str], limit: int = 10_000
+    ) -> list[tuple[str, float, float]]:
+        """``(queue, wait, run)`` seconds of jobs finished since ``since`` (the newest
+        ``limit`` per queue and state); see :meth:`durq.store.base.Store.finished_timings`."""
+        out: list[tuple[str, float, float]] = []
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN")
+            try:
+                for queue in queues:
+                    for state in ("succeeded", "failed"):
+                        p = {"since": since, "state": state, "queue": queue, "limit": limit}
+                        for wait, run in conn.execute(TIMINGS, p):
+                            out.append((queue, max(0.0, float(wait)), max(0.0, float(run))))
             finally:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:

@@ -41,7 +41,10 @@ UPDATE jobs
 SET state = 'expired', finished_at = :now, lease_token = NULL, lease_expires_at = NULL,
     errors = json_insert({HISTORY}, '$[#]', json_object(
         'attempt', CAST(attempts AS INTEGER), 'at', :now, 'type', 'Expired',
-        'message', :message, 'traceback', '', 'kind', 'expired'))
+        'message', :message, 'traceback', '', 'kind', 'expired',
+        -- a running attempt ended by its deadline keeps its start and lease holder
+        'started_at', CASE WHEN state = 'running' THEN started_at END,
+        'worker_id', CASE WHEN state = 'running' THEN worker_id END))
 """
 
 # (a) Jobs not finished whose deadline has passed (queued, scheduled, parked or running: a

@@ -97,7 +97,7 @@ class FairnessMixin(SqliteBase):
             conn.executemany(STAMP_TURN, turns)
             by_id = {r[0]: r for r in rows}
             claimed.extend(
-                Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10])
+                Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10], float(r[9]))
                 for r in (by_id[h[1]] for h in chosen if h[1] in by_id)
             )
         return claimed

@@ -187,7 +187,8 @@ class JobsMixin(SqliteBase):
                     rows = conn.execute(q.CLAIM, params).fetchall()
                     rows.sort(key=lambda r: (r[8], r[9], r[0]))
                     claimed.extend(
-                        Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10]) for r in rows
+                        Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10], float(r[9]))
+                        for r in rows
                     )
                     left = limit - len(claimed) - len(capped)
                     if left > 0:  # slots left: more rounds over the fair keys

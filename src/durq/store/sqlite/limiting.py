@@ -48,7 +48,10 @@ class LimitingMixin(SqliteBase):
             conn.executemany(lq.RECORD_START, starts)
             conn.execute(lq.PRUNE_STARTS, {"now": params["now"]})
         rows.sort(key=lambda r: (r[8], r[9], r[0]))
-        return [Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10]) for r in rows]
+        return [
+            Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10], float(r[9]))
+            for r in rows
+        ]
 
     def acquire_hold(self, name: str, concurrency: int, lease: float, holder: str) -> int | None:
         conn = self._conn()

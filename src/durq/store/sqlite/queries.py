@@ -18,6 +18,11 @@ HISTORY = (
     "'message', CAST(errors AS TEXT), 'traceback', '', 'kind', 'corrupt')) END)"
 )
 
+# A failed attempt's error entry with the attempt's start and lease holder, read from the
+# row by the statement that records it (UPDATE sees the values before its SET): no extra
+# write, and nothing on the success path.
+WITH_ATTEMPT = "json_set(json(:error), '$.started_at', started_at, '$.worker_id', worker_id)"
+
 JOB_COLUMNS = (
     "id, queue, task, payload, priority, run_at, attempts, max_attempts, state, lease_token, "
     "lease_expires_at, worker_id, key, created_at, started_at, finished_at, result, progress, "
@@ -116,7 +121,7 @@ FINISH_RETRY = f"""
 UPDATE jobs
 SET state = CASE WHEN {ATTEMPTS_LEFT} THEN 'queued' ELSE 'failed' END,
     finished_at = CASE WHEN {ATTEMPTS_LEFT} THEN NULL ELSE :now END,
-    run_at = :run_at, errors = json_insert({HISTORY}, '$[#]', json(:error)),
+    run_at = :run_at, errors = json_insert({HISTORY}, '$[#]', {WITH_ATTEMPT}),
     lease_token = NULL, lease_expires_at = NULL,
     worker_id = CASE WHEN {ATTEMPTS_LEFT} THEN NULL ELSE worker_id END
 WHERE id = :id AND lease_token = :token AND state = 'running'
@@ -124,7 +129,7 @@ WHERE id = :id AND lease_token = :token AND state = 'running'
 
 FINISH_FAILED = f"""
 UPDATE jobs
-SET state = 'failed', finished_at = :now, errors = json_insert({HISTORY}, '$[#]', json(:error)),
+SET state = 'failed', finished_at = :now, errors = json_insert({HISTORY}, '$[#]', {WITH_ATTEMPT}),
     lease_token = NULL, lease_expires_at = NULL
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
@@ -171,7 +176,7 @@ SET state = CASE WHEN shutdown_requeues >= :free AND CAST(attempts AS INTEGER) >
                        THEN :now ELSE NULL END,
     attempts = CASE WHEN shutdown_requeues >= :free THEN attempts ELSE attempts - 1 END,
     errors = CASE WHEN shutdown_requeues >= :free
-                  THEN json_insert({HISTORY}, '$[#]', json(:error)) ELSE errors END,
+                  THEN json_insert({HISTORY}, '$[#]', {WITH_ATTEMPT}) ELSE errors END,
     shutdown_requeues = shutdown_requeues + 1,
     lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE id = :id AND lease_token = :token AND state = 'running'
@@ -202,7 +207,7 @@ SET state = CASE WHEN CAST(attempts AS INTEGER) >= CAST(max_attempts AS INTEGER)
     errors = json_insert({HISTORY}, '$[#]', json_object(
         'attempt', attempts, 'at', :now, 'type', 'LeaseExpired',
         'message', 'lease expired: worker ' || coalesce(worker_id, '?') || ' stopped heartbeating',
-        'traceback', '', 'kind', 'lease_lost')),
+        'traceback', '', 'kind', 'lease_lost', 'started_at', started_at, 'worker_id', worker_id)),
     lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE state = 'running' AND lease_expires_at < :now
 RETURNING id, state
@@ -262,6 +267,11 @@ PURGE = """
 DELETE FROM jobs WHERE queue = :queue AND state IN (SELECT value FROM json_each(:states))
 """
 
+# The dashboard's delete-matching: the ids it found, still failed now.
+DELETE_FAILED = """
+DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'failed'
+"""
+
 CANCEL = """
 UPDATE jobs
 SET state = 'cancelled', finished_at = :now, lease_token = NULL, lease_expires_at = NULL
@@ -279,12 +289,9 @@ ORDER BY id DESC
 LIMIT :limit
 """
 
-# Each branch reads the index of its states: jobs_ready, jobs_leases, jobs_finished.
+# Each branch reads the index of its states: jobs_leases, jobs_finished, the partial ones;
+# the queued rows are QUEUED_SUMMARY's.
 COUNT_BY_STATE = """
-SELECT queue, 'queued', (CASE WHEN run_at > :now THEN 1 ELSE 0 END) AS later,
-       (CASE WHEN attempts > 0 THEN 1 ELSE 0 END) AS retried, count(*)
-FROM jobs WHERE state = 'queued' GROUP BY queue, later, retried
-UNION ALL
 SELECT queue, 'running', 0, 0, count(*) FROM jobs WHERE state = 'running' GROUP BY queue
 UNION ALL
 SELECT queue, state, 0, 0, count(*) FROM jobs INDEXED BY jobs_finished
@@ -295,12 +302,14 @@ UNION ALL
 SELECT queue, 'waiting', 0, 0, count(*) FROM jobs WHERE state = 'waiting' GROUP BY queue
 """
 
-OLDEST_READY = """
-SELECT queue, min(run_at) FROM jobs WHERE state = 'queued' AND run_at <= :now GROUP BY queue
-"""
-
-QUEUED_TASKS = """
-SELECT queue, task, count(*) FROM jobs WHERE state = 'queued' GROUP BY queue, task
+# Every figure of the queued jobs in one pass over them through jobs_ready (they were
+# three): counts by queue, task, later (run_at ahead) and retried (an attempt used), with
+# the oldest run_at among those ready.
+QUEUED_SUMMARY = """
+SELECT queue, task, (CASE WHEN run_at > :now THEN 1 ELSE 0 END) AS later,
+       (CASE WHEN attempts > 0 THEN 1 ELSE 0 END) AS retried, count(*),
+       min(CASE WHEN run_at <= :now THEN run_at END)
+FROM jobs WHERE state = 'queued' GROUP BY queue, task, later, retried
 """
 
 HAS_PENDING = """

@@ -55,8 +55,17 @@ class WorkersMixin(SqliteBase):
             try:
                 for queue, state, later, retried, n in conn.execute(q.COUNT_BY_STATE, {"now": now}):
                     data.counts[(queue, state, later, retried)] = n
-                data.oldest_ready = dict(conn.execute(q.OLDEST_READY, {"now": now}).fetchall())
-                data.queued_tasks = [tuple(r) for r in conn.execute(q.QUEUED_TASKS)]
+                tasks: dict[tuple[str, str], int] = {}
+                for queue, task, later, retried, n, oldest in conn.execute(
+                    q.QUEUED_SUMMARY, {"now": now}
+                ):
+                    key = (queue, "queued", later, retried)
+                    data.counts[key] = data.counts.get(key, 0) + n
+                    tasks[(queue, task)] = tasks.get((queue, task), 0) + n
+                    if oldest is not None:
+                        seen = data.oldest_ready.get(queue)
+                        data.oldest_ready[queue] = oldest if seen is None else min(seen, oldest)
+                data.queued_tasks = [(queue, task, n) for (queue, task), n in tasks.items()]
                 for name, paused, reason, source, at in conn.execute(q.SELECT_QUEUES):
                     if paused:
                         data.paused[name] = {"reason": reason, "source": source, "at": at}
