@@ -40,7 +40,7 @@ from durq.payload import (
     encode,
     encode_payload,
 )
-from durq.task import EnqueueOptions, Task
+from durq.task import NO_OPTIONS, EnqueueOptions, Task
 
 if TYPE_CHECKING:
     from durq.registry import Registry
@@ -232,7 +232,32 @@ class EnqueueFacade(FacadeBase):
     def _template(
         self, task_name: str, opts: EnqueueOptions, task: Task[Any, Any] | None
     ) -> NewJob:
-        """Validate the options once; returns a NewJob without payload or key."""
+        """Validate the options once; returns a NewJob without payload or key.
+
+        A plain ``task.enqueue(...)`` (no options: :data:`durq.task.NO_OPTIONS`) reuses the
+        template checked at the task's first one, as long as the task's defaults are the
+        same (they are public attributes: a change is seen at the next enqueue); only the
+        open batch, which depends on the caller's context, is looked up each time.
+        """
+        if opts is NO_OPTIONS and task is not None and task.name == task_name:
+            defaults = (
+                task.queue, task.max_attempts, task.priority, task.deadline_in,
+                task.notice_after, self.payload_limit,
+            )  # fmt: skip
+            cached = task._template_cache
+            if cached is not None and cached[0] == defaults:
+                template: NewJob = cached[1]
+            else:
+                template = self._check_template(task_name, opts, task)
+                template = replace(template, batch_id=None)
+                task._template_cache = (defaults, template)
+            batch_id = current_batch_id(cast("Registry", self))
+            return template if batch_id is None else replace(template, batch_id=batch_id)
+        return self._check_template(task_name, opts, task)
+
+    def _check_template(
+        self, task_name: str, opts: EnqueueOptions, task: Task[Any, Any] | None
+    ) -> NewJob:
         _check_name("task name", task_name)
         queue = opts.queue if opts.queue is not None else (task.queue if task else DEFAULT_QUEUE)
         _check_name("queue", queue)
@@ -278,7 +303,7 @@ class EnqueueFacade(FacadeBase):
     ) -> NewJob:
         """The template with its payload and key; ``passed`` names an argument a parent's
         result will fill (dq.chain), so the signature check counts it as given."""
-        if isinstance(payload, Mapping) and not isinstance(payload, dict):
+        if type(payload) is not dict and isinstance(payload, Mapping):
             payload = _as_dict(payload, "payload")
         task = self.tasks.get(t.task)
         if task is not None and task.typed.checked:  # typed payloads, checked and converted
