@@ -124,8 +124,8 @@ def encode_payload(kwargs: dict[str, Any], limit: int | None) -> str:
         raise PayloadError(
             f"payload must be a dict of keyword arguments, not {type(kwargs).__name__}"
         )
-    if not kwargs:
-        return encode(kwargs, limit=limit)
+    if not kwargs:  # a task without arguments: nothing to check or encode
+        return "{}" if limit is None or limit >= 2 else encode(kwargs, limit=limit)
     nested = False
     for key, value in kwargs.items():  # one pass over a flat payload: keys and nesting
         if not isinstance(key, str):
