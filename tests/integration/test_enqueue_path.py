@@ -3,12 +3,16 @@ change of the task's defaults, a batch or a payload it would have refused."""
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import durq
-from durq.errors import ConfigError, PayloadError
+from durq.errors import ConfigError, PayloadError, StoreBusy
 
 
 def test_a_changed_default_is_seen_at_the_next_enqueue(tmp_path: Path) -> None:
@@ -42,4 +46,42 @@ def test_a_changed_default_is_seen_at_the_next_enqueue(tmp_path: Path) -> None:
         assert ids == sorted(ids) and len(set(ids)) == 4
         assert [dq.get(i).payload for i in ids] == [{"n": 1}, {"n": 2}, {"n": 4}, {"n": 5}]
     finally:
+        dq.close()
+
+
+def test_a_plain_enqueue_waits_out_a_held_write_lock_then_gives_up(tmp_path: Path) -> None:
+    """The one-statement enqueue polls a locked database itself (its connection has no
+    busy handler): it commits once the lock goes, and raises StoreBusy, having written
+    nothing, when the lock outlasts ``lock_timeout``."""
+    path = tmp_path / "q.db"
+    dq = durq.Durq(f"sqlite:///{path}?lock_timeout=0.5")
+    blocker = sqlite3.connect(path, isolation_level=None)
+    try:
+
+        @dq.task
+        def work(n: int = 0) -> int:
+            return n
+
+        work.enqueue(n=0)  # the store is open and the writer connection made
+        blocker.execute("BEGIN IMMEDIATE")
+        result: list[Any] = []
+        started = time.monotonic()
+        thread = threading.Thread(target=lambda: result.append(work.enqueue(n=1)))
+        thread.start()
+        time.sleep(0.2)
+        assert not result  # still waiting for the lock
+        blocker.execute("COMMIT")
+        thread.join(timeout=30)
+        assert result and dq.get(result[0].id).payload == {"n": 1}
+        assert time.monotonic() - started >= 0.2
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreBusy):
+                work.enqueue(n=2)
+        finally:
+            blocker.execute("COMMIT")
+        assert sorted(j.payload["n"] for j in dq.jobs(limit=10)) == [0, 1]
+        assert work.enqueue(n=3).id > result[0].id  # and the path works again after
+    finally:
+        blocker.close()
         dq.close()

@@ -318,6 +318,7 @@ def gated_statement(
             try:
                 return conn.execute(sql, params)
             except sqlite3.OperationalError as exc:
+                _roll_back(conn)  # nothing is pending (WAL refuses before writing): be sure
                 if not is_busy(exc) or time.monotonic() >= deadline:
                     raise
             left = max(0.0, deadline - time.monotonic())
