@@ -49,6 +49,7 @@ def test_a_flooding_producer_cannot_make_a_short_lease_job_run_twice(tmp_path: P
     other = WorkerProc("tests.apps.basic:dq", url, tmp_path / "o.log", args, env)  # reaps too
     floods: list[subprocess.Popen[bytes]] = []
     stop = threading.Event()
+    local: threading.Thread | None = None
     try:
         wait_for(lambda: runs.exists() and len(runs.read_text().split("\n")) > 2, 20, 0.02, "both")
         for _ in range(2):  # two processes writing without pause
@@ -59,6 +60,8 @@ def test_a_flooding_producer_cannot_make_a_short_lease_job_run_twice(tmp_path: P
         wait_for(lambda: all(app.get(j.id).state == "succeeded" for j in jobs), 40, 0.1, "done")
     finally:
         stop.set()
+        if local is not None:  # its last enqueue ends before the test does (and its store)
+            local.join(30)
         for proc in floods:
             proc.kill()
             proc.wait(10)
