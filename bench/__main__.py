@@ -22,7 +22,16 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import cases, dashboard_cases, floor, litequeue_case, pg_cases, recovery, workflows
+from bench import (
+    cases,
+    dashboard_cases,
+    floor,
+    litequeue_case,
+    memory_long,
+    pg_cases,
+    recovery,
+    workflows,
+)
 from bench.common import machine_info
 from bench.pg import default_pg_url, server_info
 from bench.report import Results, Section, pg_section, render, sqlite_section, table_rows
@@ -158,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="profile one drain and print the hot spots"
     )
+    parser.add_argument(
+        "--memory-1m",
+        action="store_true",
+        help="only the long memory case: one worker drains 1,000,000 jobs, RSS sampled",
+    )
+    parser.add_argument("--memory-jobs", type=int, default=1_000_000, help="jobs of --memory-1m")
     parser.add_argument("--pg", action="store_true", help="only the PostgreSQL cases")
     parser.add_argument(
         "--pg-url",
@@ -175,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     machine = machine_info(args.dir)
+    if args.memory_1m:
+        return run_memory_long(console, args.dir, args.memory_jobs, args.json, machine)
     wanted = {name.strip() for name in args.only.split(",") if name.strip()}
     todo: Plan = [] if args.pg else plan(args.dir, sizes)
     sections: list[Section] = []
@@ -239,6 +256,23 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     failed = any("error" in r for r in results.values())
     return 1 if failed else 0
+
+
+def run_memory_long(
+    console: Console, base: str, jobs: int, json_path: str | None, machine: dict[str, Any]
+) -> int:
+    """``--memory-1m``: the long memory case alone (bench/memory_long.py); prints the
+    RSS curve and the verdict against issue 14's target (< 100 MB)."""
+    console.print(f"[dim]running memory_long ({jobs:,} jobs) …[/dim]")
+    figures = memory_long.durq_memory_long(base, jobs)
+    for line in memory_long.curve(figures):
+        console.print(line)
+    verdict = "PASS" if figures["peak_mb"] < 100 else "FAIL"
+    console.print(f"worker peak RSS {figures['peak_mb']:.1f} MB (target < 100 MB): {verdict}")
+    if json_path:
+        doc = {"machine": machine, "results": {"memory_long": figures}}
+        Path(json_path).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    return 0 if verdict == "PASS" else 1
 
 
 if __name__ == "__main__":

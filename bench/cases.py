@@ -141,18 +141,54 @@ def drain_child(
 
 
 def durq_enqueue_one(base: str, n: int, synchronous: str | None) -> Figures:
-    """``n`` calls of ``noop.enqueue()``: one committed transaction each."""
+    """``n`` calls of ``noop.enqueue()``: one committed transaction each. Then the paired
+    figure: durq and the raw one-row INSERT commit (bench/floor.py, a second file beside
+    it) alternate in blocks of 50 in this process, ``n`` of each per round, 5 rounds;
+    ``paired_ratio`` is the median of the rounds' durq ÷ floor (a change in the machine's
+    load or the disk's fsync time hits both sides alike, which separate runs do not)."""
+    import sqlite3
+
+    from bench.floor import INSERT
+
     with case_dir(base, "enqueue-one") as d:
         app = make_app(sqlite_url(d / "jobs.db", synchronous))
+        floor_app = make_app(sqlite_url(d / "floor.db", synchronous))
+        floor_app.dq.store.migrate()
+        floor_app.dq.close()
+        conn = sqlite3.connect(d / "floor.db", isolation_level=None)
         try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {(synchronous or 'full').upper()}")
             _ = app.dq.store
             start = time.perf_counter()
             for _ in range(n):
                 app.noop.enqueue()
             elapsed = time.perf_counter() - start
+            ratios: list[float] = []
+            block = 50
+            for _ in range(5):
+                durq_s = floor_s = 0.0
+                for _ in range(max(1, n // block)):
+                    t0 = time.perf_counter()
+                    for _ in range(block):
+                        app.noop.enqueue()
+                    t1 = time.perf_counter()
+                    for _ in range(block):
+                        now = time.time()
+                        conn.execute(INSERT, (now, now))
+                    durq_s += t1 - t0
+                    floor_s += time.perf_counter() - t1
+                ratios.append(floor_s / durq_s)
         finally:
+            conn.close()
             app.dq.close()
-    return {"rate": n / elapsed, "seconds": elapsed, "jobs": n}
+    return {
+        "rate": n / elapsed,
+        "seconds": elapsed,
+        "jobs": n,
+        "paired_ratio": median(ratios),
+        "paired_ratios": ratios,
+    }
 
 
 def durq_enqueue_many(base: str, n: int, chunk: int) -> Figures:

@@ -126,6 +126,20 @@ def rows(concurrencies: tuple[int, ...], peer_sync: str, sizes: dict[str, Any]) 
             },
         ),
         Row(
+            "enqueue one at a time ÷ raw one-row commit, paired, FULL",
+            "x",
+            ("enqueue_one_full", "paired_ratio"),
+            ">=",
+            0.9,
+        ),
+        Row(
+            "enqueue one at a time ÷ raw one-row commit, paired, NORMAL",
+            "x",
+            ("enqueue_one_normal", "paired_ratio"),
+            ">=",
+            0.9,
+        ),
+        Row(
             f"enqueue_many ({n_many:,} in chunks of {sizes['chunk']:,}), FULL",
             "jobs/s",
             ("enqueue_many", "rate"),
@@ -382,7 +396,7 @@ def fmt(x: float | None, unit: str) -> str:
         return "—"
     if unit == "jobs/s":
         return f"{x:,.0f}"
-    if unit == "ms":
+    if unit in ("ms", "x"):
         return f"{x:.2f}"
     return f"{x:.1f}"
 

@@ -124,10 +124,16 @@ def encode_payload(kwargs: dict[str, Any], limit: int | None) -> str:
         raise PayloadError(
             f"payload must be a dict of keyword arguments, not {type(kwargs).__name__}"
         )
-    for key in kwargs:
+    if not kwargs:  # a task without arguments: nothing to check or encode
+        return "{}" if limit is None or limit >= 2 else encode(kwargs, limit=limit)
+    nested = False
+    for key, value in kwargs.items():  # one pass over a flat payload: keys and nesting
         if not isinstance(key, str):
             raise PayloadError(f"payload keys must be str, not {type(key).__name__}: {key!r}")
-    check_structure(kwargs)
+        if not nested and isinstance(value, dict | list | tuple):
+            nested = True
+    if nested:
+        check_structure(kwargs)
     try:
         return encode(kwargs, limit=limit)
     except PayloadTooLarge:

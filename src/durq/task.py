@@ -50,6 +50,11 @@ class EnqueueOptions:
     unique: str | None = None  # None (the key is held until pruned), "active", "period:N"
 
 
+#: The options of a plain ``task.enqueue(...)``: one shared (frozen) object, so the enqueue
+#: path can tell "no options given" by identity and reuse the task's checked template.
+NO_OPTIONS = EnqueueOptions()
+
+
 class TaskApp(Protocol):
     """What a task needs of the app it is registered on: its two enqueue paths
     (:class:`durq.Durq` provides them)."""
@@ -157,6 +162,9 @@ class Task(Generic[P, R]):
         self._any_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", name)
+        # (the defaults it was checked for, the row template): filled by the app's first
+        # enqueue without options (durq.facade.enqueue), checked again on every one
+        self._template_cache: tuple[tuple[Any, ...], Any] | None = None
 
     def __repr__(self) -> str:
         return f"<durq.Task {self.name} queue={self.queue}>"
@@ -253,7 +261,7 @@ class Task(Generic[P, R]):
             PayloadTooLarge: the payload is over the app's limit.
             StoreBusy: the database stayed locked past the lock timeout.
         """
-        return BoundTask(self, EnqueueOptions()).enqueue(**kwargs)
+        return self.app.enqueue_with(self.name, kwargs, NO_OPTIONS, task=self)
 
     def enqueue_many(
         self, items: Sequence[Mapping[str, Any]], *, keys: Sequence[str | None] | None = None
@@ -268,7 +276,7 @@ class Task(Generic[P, R]):
             PayloadError, PayloadTooLarge: one item is bad; nothing is written.
             ConfigError: ``keys`` has a different length from ``items``.
         """
-        return BoundTask(self, EnqueueOptions()).enqueue_many(items, keys=keys)
+        return self.app.enqueue_many_with(self.name, items, NO_OPTIONS, keys=keys, task=self)
 
     async def aenqueue(self, **kwargs: Any) -> Job:
         """:meth:`enqueue` for asyncio callers: the store call runs in a thread (the event

@@ -274,3 +274,25 @@ def test_a_retry_without_attempts_left_fails_the_job(app: durq.Durq) -> None:
     assert (row.state, row.attempts) == ("failed", 1)
     assert row.finished_at is not None
     assert claim(app) == []
+
+
+def test_enqueue_many_stores_every_character_as_given(app: durq.Durq) -> None:
+    """A chunk big enough for PostgreSQL's COPY path: text with the characters COPY's
+    format escapes (backslash, tab, newline, carriage return) comes back unchanged, in the
+    payload, the meta and the queue name, and so does an empty payload."""
+
+    @app.task
+    def echo(n: int, s: str = "") -> str:
+        return s
+
+    odd = "a\\b\tc\nd\re \\N \\. \u00e9 \u2028"
+    items = [{"n": i, "s": odd * (i % 3)} for i in range(300)]
+    items[7] = {"n": 7}
+    jobs = echo.options(meta={"m": odd}, queue="q\\t1").enqueue_many(items)
+    assert [j.payload for j in jobs] == items
+    for job in [*jobs[::37], jobs[7], jobs[-1]]:
+        stored = app.get(job.id)
+        assert stored.payload == items[stored.payload["n"]]
+        assert stored.meta == {"m": odd}
+        assert stored.queue == "q\\t1"
+    assert len(app.jobs(queue="q\\t1", limit=1000)) == 300

@@ -40,7 +40,7 @@ from durq.payload import (
     encode,
     encode_payload,
 )
-from durq.task import EnqueueOptions, Task
+from durq.task import NO_OPTIONS, EnqueueOptions, Task
 
 if TYPE_CHECKING:
     from durq.registry import Registry
@@ -203,7 +203,10 @@ class EnqueueFacade(FacadeBase):
         task: Task[Any, Any] | None,
     ) -> list[Job]:
         template = self._template(task_name, opts, task)
-        if keys is None:
+        plain = self._plain_news(template, items) if keys is None else None
+        if plain is not None:
+            news = plain
+        elif keys is None:
             news = [self._with_payload(template, item, None) for item in items]
         else:
             news = [
@@ -214,7 +217,10 @@ class EnqueueFacade(FacadeBase):
             return []
         inserted = self.store.enqueue(news, connection=opts.connection)
         log = events.enabled()
-        jobs = [self._job_after_insert(n, i, log) for n, i in zip(news, inserted, strict=True)]
+        if plain is not None and not log and not template.has_extras:
+            jobs = self._plain_jobs(news, inserted)
+        else:
+            jobs = [self._job_after_insert(n, i, log) for n, i in zip(news, inserted, strict=True)]
         if self.eager and opts.connection is None:
             self._run_eagerly()
             for job in jobs:
@@ -232,7 +238,32 @@ class EnqueueFacade(FacadeBase):
     def _template(
         self, task_name: str, opts: EnqueueOptions, task: Task[Any, Any] | None
     ) -> NewJob:
-        """Validate the options once; returns a NewJob without payload or key."""
+        """Validate the options once; returns a NewJob without payload or key.
+
+        A plain ``task.enqueue(...)`` (no options: :data:`durq.task.NO_OPTIONS`) reuses the
+        template checked at the task's first one, as long as the task's defaults are the
+        same (they are public attributes: a change is seen at the next enqueue); only the
+        open batch, which depends on the caller's context, is looked up each time.
+        """
+        if opts is NO_OPTIONS and task is not None and task.name == task_name:
+            defaults = (
+                task.queue, task.max_attempts, task.priority, task.deadline_in,
+                task.notice_after, self.payload_limit,
+            )  # fmt: skip
+            cached = task._template_cache
+            if cached is not None and cached[0] == defaults:
+                template: NewJob = cached[1]
+            else:
+                template = self._check_template(task_name, opts, task)
+                template = replace(template, batch_id=None)
+                task._template_cache = (defaults, template)
+            batch_id = current_batch_id(cast("Registry", self))
+            return template if batch_id is None else replace(template, batch_id=batch_id)
+        return self._check_template(task_name, opts, task)
+
+    def _check_template(
+        self, task_name: str, opts: EnqueueOptions, task: Task[Any, Any] | None
+    ) -> NewJob:
         _check_name("task name", task_name)
         queue = opts.queue if opts.queue is not None else (task.queue if task else DEFAULT_QUEUE)
         _check_name("queue", queue)
@@ -278,7 +309,7 @@ class EnqueueFacade(FacadeBase):
     ) -> NewJob:
         """The template with its payload and key; ``passed`` names an argument a parent's
         result will fill (dq.chain), so the signature check counts it as given."""
-        if isinstance(payload, Mapping) and not isinstance(payload, dict):
+        if type(payload) is not dict and isinstance(payload, Mapping):
             payload = _as_dict(payload, "payload")
         task = self.tasks.get(t.task)
         if task is not None and task.typed.checked:  # typed payloads, checked and converted
@@ -301,6 +332,63 @@ class EnqueueFacade(FacadeBase):
         if t.has_workflow or (task is not None and task.fair_key is not None):
             new = with_workflow(new, t, task, payload)
         return with_limit(new, task.limits if task is not None else None, payload)
+
+    def _plain_news(
+        self, template: NewJob, items: Sequence[Mapping[str, Any]]
+    ) -> list[NewJob] | None:
+        """The rows of ``enqueue_many`` without keys in one loop, when nothing but the
+        payload differs between them: the task is registered here, its payloads are not
+        typed or encoded at rest, it has no hooks, limit or fair key and the template no
+        workflow. None when that is not so (each item then goes through
+        :meth:`_with_payload`). Each payload is checked exactly as there.
+
+        Raises:
+            PayloadError, PayloadTooLarge: an item is not a fitting payload.
+        """
+        task = self.tasks.get(template.task)
+        if (
+            task is None
+            or task.typed.checked
+            or self.codec is not None
+            or task.on_fail is not None
+            or task.hook_queue is not None
+            or task.limits is not None
+            or task.fair_key is not None
+            or template.has_workflow
+        ):
+            return None
+        t = template
+        limit = self.payload_limit
+        news: list[NewJob] = []
+        for item in items:
+            payload = item if type(item) is dict else _as_dict(item, "payload")
+            body = encode_payload(payload, limit)
+            problem = task.payload_problem(payload)
+            if problem is not None:
+                raise PayloadError(f"payload does not fit {task.name}(): {problem}")
+            news.append(NewJob(
+                t.queue, t.task, body, t.priority, t.run_at, t.max_attempts, None, t.meta,
+                t.delay, t.batch_id, t.park, t.park_ttl, t.deadline, t.deadline_in,
+                t.notice_after,
+            ))  # fmt: skip
+        return news
+
+    def _plain_jobs(self, news: Sequence[NewJob], inserted: Sequence[Inserted]) -> list[Job]:
+        """:meth:`_job_after_insert` for rows of :meth:`_plain_news` (no parents, no
+        parked / deadline columns) with no event to log: the records are built here, and
+        only a row whose key existed (none, without keys) is read back."""
+        store = self.store
+        jobs: list[Job] = []
+        for new, ins in zip(news, inserted, strict=True):
+            if not ins.created:
+                jobs.append(self._job_after_insert(new, ins, False))
+                continue
+            jobs.append(Job(store, JobRecord(
+                ins.id, new.queue, new.task, new.payload, new.priority, ins.run_at, 0,
+                new.max_attempts, "queued", None, None, None, None, ins.created_at, None, None,
+                None, None, "[]", new.meta, 0, batch_id=new.batch_id,
+            )))  # fmt: skip
+        return jobs
 
     def _job_after_insert(self, new: NewJob, ins: Inserted, log: bool) -> Job:
         if not ins.created or new.parents:  # a child's state is the store's decision

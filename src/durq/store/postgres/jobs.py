@@ -17,6 +17,19 @@ from durq.store.postgres.connection import translate
 #: ``INSERT … SELECT FROM unnest(…)`` (below it the extra round trip for the ids costs more
 #: than COPY saves).
 COPY_FROM = 200
+#: Rows of COPY text sent to the server in one write.
+COPY_LINES = 1_000
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def copy_text(value: str) -> str:
+    """``value`` as a field of ``COPY … FROM STDIN`` text format: backslash, tab, newline
+    and carriage return escaped (JSON text has backslashes; names may have anything)."""
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+        return value.translate(_COPY_ESCAPES)
+    return value
+
+
 _OUTCOME_ARRAYS = frozenset({"ids", "tokens", "kinds", "results", "errors", "delays", "caps"})
 
 
@@ -135,14 +148,29 @@ class JobsMixin(PostgresBase):
         assert row is not None
         now, ids = float(row[0]), [int(i) for i in row[1]]
         out: list[Inserted] = []
+        names: dict[str, str] = {}  # queue and task names, escaped once per chunk
+        created = repr(now)
+        lines: list[str] = []
         with conn.cursor() as cur, cur.copy(self._sql["COPY_JOBS"]) as copy:
             for job_id, job in zip(ids, jobs, strict=True):
                 run_at = now + float(job.delay) if job.run_at is None else float(job.run_at)
-                copy.write_row((
-                    job_id, job.queue, job.task, job.payload, job.priority, run_at,
-                    job.max_attempts, "queued", now, job.meta,
-                ))  # fmt: skip
+                queue = names.get(job.queue)
+                if queue is None:
+                    queue = names[job.queue] = copy_text(job.queue)
+                task = names.get(job.task)
+                if task is None:
+                    task = names[job.task] = copy_text(job.task)
+                meta = "\\N" if job.meta is None else copy_text(job.meta)
+                lines.append(
+                    f"{job_id}\t{queue}\t{task}\t{copy_text(job.payload)}\t{int(job.priority)}"
+                    f"\t{run_at!r}\t{int(job.max_attempts)}\tqueued\t{created}\t{meta}\n"
+                )
                 out.append(Inserted(job_id, True, run_at, now))
+                if len(lines) >= COPY_LINES:
+                    copy.write("".join(lines))
+                    lines.clear()
+            if lines:
+                copy.write("".join(lines))
         return out
 
     # -- running jobs ---------------------------------------------------------------------

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from durq.errors import (
@@ -220,14 +220,116 @@ def write_transaction(
         with _transaction(conn, opts):
             yield
         return
-    with gate.turn(urgent, opts.lock_timeout) as mine:
-        if not mine:
+    with GatedTransaction(conn, opts, gate, urgent):
+        yield
+
+
+class GatedTransaction:
+    """:func:`write_transaction` with a gate, as a plain context manager (no generator
+    frames: it is on every enqueue's path). The turn is taken on entry and given back on
+    exit, after ``COMMIT`` (or ``ROLLBACK`` when the body raised).
+
+    Raises (on entry):
+        StoreBusy: no turn or no write lock within ``opts.lock_timeout`` seconds.
+        StoreError: ``BEGIN`` failed otherwise.
+    """
+
+    __slots__ = ("closed", "conn", "gate", "opts", "urgent")
+
+    def __init__(
+        self, conn: sqlite3.Connection, opts: SqliteOptions, gate: WriteGate, urgent: bool
+    ) -> None:
+        self.conn = conn
+        self.opts = opts
+        self.gate = gate
+        self.urgent = urgent
+        self.closed = False
+
+    def __enter__(self) -> None:
+        closed = self.gate.enter(self.urgent, self.opts.lock_timeout)
+        if closed is None:
             raise StoreBusy(
-                f"{opts.path}: no turn for the write lock within {opts.lock_timeout} s "
+                f"{self.opts.path}: no turn for the write lock within {self.opts.lock_timeout} s "
                 "(other writers of this process held it)"
             )
-        with _transaction(conn, opts, lambda: _begin_gated(conn, opts, gate, urgent)):
-            yield
+        try:
+            _begin_gated(self.conn, self.opts, self.gate, self.urgent)
+        except BaseException as exc:
+            self.gate.leave(closed)
+            if isinstance(exc, sqlite3.Error):
+                raise translate(exc, self.opts.path) from exc
+            raise
+        self.closed = closed
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        conn = self.conn
+        try:
+            if exc is None:
+                try:
+                    conn.execute("COMMIT")
+                except sqlite3.Error as failed:
+                    _roll_back(conn)
+                    raise translate(failed, self.opts.path) from failed
+                except BaseException:  # e.g. KeyboardInterrupt in COMMIT
+                    _roll_back(conn)
+                    raise
+                return
+            _roll_back(conn)
+            if isinstance(exc, sqlite3.Error):
+                raise translate(exc, self.opts.path) from exc
+        finally:
+            self.gate.leave(self.closed)
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+
+
+def gated_statement(
+    conn: sqlite3.Connection, opts: SqliteOptions, gate: WriteGate, sql: str, params: Any
+) -> sqlite3.Cursor:
+    """Run one write statement in a transaction of its own (SQLite's autocommit) as an
+    ordinary writer of the fair writer: this process's turn and the gate are taken around
+    it, and a busy database is polled as :func:`_begin_gated` polls ``BEGIN IMMEDIATE``
+    (a statement refused as busy wrote nothing, so running it again is safe).
+
+    ``conn`` must have ``busy_timeout`` 0 (:meth:`SqliteStore._writer_conn`): one statement
+    instead of ``BEGIN`` / ``COMMIT`` and two ``PRAGMA busy_timeout`` around it, which is
+    what one enqueue costs beyond the raw commit.
+
+    Raises:
+        StoreBusy: no turn, or still busy after ``opts.lock_timeout`` seconds.
+        StoreError: any other SQLite failure (the statement wrote nothing).
+    """
+    closed = gate.enter(False, opts.lock_timeout)
+    if closed is None:
+        raise StoreBusy(
+            f"{opts.path}: no turn for the write lock within {opts.lock_timeout} s "
+            "(other writers of this process held it)"
+        )
+    try:
+        deadline = time.monotonic() + opts.lock_timeout
+        pause = 0.001
+        while True:
+            try:
+                return conn.execute(sql, params)
+            except sqlite3.OperationalError as exc:
+                _roll_back(conn)  # nothing is pending (WAL refuses before writing): be sure
+                if not is_busy(exc) or time.monotonic() >= deadline:
+                    raise
+            left = max(0.0, deadline - time.monotonic())
+            if gate.turns.urgent_waiting() and not gate.turns.step_aside(left):
+                raise sqlite3.OperationalError("database is locked (no turn)")
+            time.sleep(pause * (0.5 + random.random()))
+            pause = min(pause * 2, 0.05)
+    except sqlite3.Error as exc:
+        raise translate(exc, opts.path) from exc
+    finally:
+        gate.leave(closed)
 
 
 def _begin_gated(

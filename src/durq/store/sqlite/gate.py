@@ -120,21 +120,39 @@ class WriteGate:
         raises ``StoreBusy``). An urgent writer keeps the ticket file locked for the whole
         body, so ordinary writers of other processes wait at the gate meanwhile.
         """
-        if not self.turns.acquire(urgent, timeout):
+        closed = self.enter(urgent, timeout)
+        if closed is None:
             yield False
             return
-        closed = False
         try:
-            if self._file() is not None:
-                if urgent:
-                    closed = self._close_gate()
-                else:
-                    self._pass_gate()
             yield True
         finally:
+            self.leave(closed)
+
+    def enter(self, urgent: bool, timeout: float) -> bool | None:
+        """:meth:`turn` without a generator (the enqueue hot path): wait for the turn up to
+        ``timeout`` seconds, then close (urgent) or pass the gate. None when the turn did
+        not come; else whether the gate was closed, for :meth:`leave`."""
+        if not self.turns.acquire(urgent, timeout):
+            return None
+        try:
+            if self._file() is None:
+                return False  # no ticket file here: the in-process queue only
+            if urgent:
+                return self._close_gate()
+            self._pass_gate()
+            return False
+        except BaseException:
+            self.turns.release()
+            raise
+
+    def leave(self, closed: bool) -> None:
+        """End a turn taken with :meth:`enter` (``closed``: what it returned)."""
+        try:
             if closed and self._fd is not None:
                 with contextlib.suppress(OSError):
                     fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
             self.turns.release()
 
     def close(self) -> None:
@@ -158,7 +176,14 @@ class WriteGate:
 
     def _pass_gate(self) -> bool:
         assert self._fd is not None
-        if _flock_within(self._fd, fcntl.LOCK_SH, MAX_GATE_WAIT):
+        try:  # the open gate (nearly always): one try, no clock read
+            fcntl.flock(self._fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            passed = True
+        except BlockingIOError:
+            passed = _flock_within(self._fd, fcntl.LOCK_SH, MAX_GATE_WAIT)
+        except OSError:
+            passed = False
+        if passed:
             with contextlib.suppress(OSError):
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
             return True

@@ -23,6 +23,21 @@ class JobsMixin(SqliteBase):
     # -- enqueue --------------------------------------------------------------------------
 
     def enqueue(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Inserted]:
+        if connection is None and len(jobs) == 1 and jobs[0].plain:
+            # One row, one statement (SQLite's autocommit: the statement is its transaction)
+            # through the fair writer (an ordinary writer steps aside for heartbeats); its id
+            # is the connection's last rowid (RETURNING costs SQLite an ephemeral table).
+            job = jobs[0]
+            now = self.now()
+            run_at = now + job.delay if job.run_at is None else job.run_at
+            cur = self._write_one(
+                q.INSERT_ONE_PLAIN,
+                (job.queue, job.task, job.payload, job.priority, run_at, job.max_attempts, now,
+                 job.meta),
+            )  # fmt: skip
+            job_id = cur.lastrowid  # the row's id: this statement was the connection's last
+            assert job_id is not None
+            return [Inserted(job_id, True, run_at, now)]
         if any(job.batch_id is not None for job in jobs):
             return self._enqueue_in_batch(jobs, connection)
         if connection is not None:
@@ -37,27 +52,6 @@ class JobsMixin(SqliteBase):
             except sqlite3.Error as exc:
                 raise translate(exc, self.path) from exc
         conn = self._conn()
-        now = self.now()
-        if (
-            len(jobs) == 1
-            and jobs[0].key is None
-            and not jobs[0].has_extras
-            and jobs[0].limit is None
-            and not jobs[0].has_hooks
-            and not jobs[0].has_workflow
-        ):
-            # One row, one statement, in a write transaction of its own: BEGIN IMMEDIATE
-            # through the fair writer (an ordinary writer steps aside for heartbeats).
-            job = jobs[0]
-            run_at = now + job.delay if job.run_at is None else job.run_at
-            row = {
-                "queue": job.queue, "task": job.task, "payload": job.payload,
-                "priority": job.priority, "run_at": run_at, "max_attempts": job.max_attempts,
-                "key": None, "created_at": now, "meta": job.meta,
-            }  # fmt: skip
-            with self._write():
-                hit = conn.execute(q.INSERT_ONE, row).fetchone()
-            return [Inserted(int(hit[0]), True, run_at, now)]
         with self._write():
             return self._set_extras(conn, jobs, self._insert(conn, jobs, explicit_ids=True))
 

@@ -59,6 +59,12 @@ VALUES (:queue, :task, :payload, :priority, :run_at, :max_attempts, 'queued', :k
 RETURNING id
 """
 
+# The plain one-row enqueue (no key, no extras): positional parameters, one statement.
+INSERT_ONE_PLAIN = """
+INSERT INTO jobs (queue, task, payload, priority, run_at, max_attempts, state, created_at, meta)
+VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?)
+"""
+
 INSERT_JOB_KEYED = """
 INSERT INTO jobs (queue, task, payload, priority, run_at, max_attempts, state, key,
                   created_at, meta)

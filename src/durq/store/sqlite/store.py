@@ -26,13 +26,14 @@ from durq.store.sqlite.batching import BatchingMixin
 from durq.store.sqlite.blobbing import BlobbingMixin
 from durq.store.sqlite.clock import SteadyClock
 from durq.store.sqlite.connection import (
+    GatedTransaction,
     SqliteOptions,
     connect,
+    gated_statement,
     migrate,
     parse_url,
     require_current,
     translate,
-    write_transaction,
 )
 from durq.store.sqlite.dashboard import SqliteDashboard
 from durq.store.sqlite.fairness import FairnessMixin
@@ -170,10 +171,32 @@ class SqliteStore(
                 self._all.append(conn)
         return conn
 
+    def _writer_conn(self) -> sqlite3.Connection:
+        """This thread's second connection, for :func:`gated_statement`: ``busy_timeout``
+        0 for good (the fair writer polls a busy database itself), so a one-statement write
+        needs no ``PRAGMA`` around it. Only whole autocommit statements run on it."""
+        conn: sqlite3.Connection | None = getattr(self._local, "writer", None)
+        if conn is None:
+            conn = self._conn()  # the file checks, and the thread's first connection
+            conn = connect(self.options)
+            try:
+                conn.execute("PRAGMA busy_timeout = 0")
+            except sqlite3.Error as exc:
+                conn.close()
+                raise translate(exc, self.path) from exc
+            self._local.writer = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def _write_one(self, sql: str, params: Any) -> sqlite3.Cursor:
+        """One write statement, its own transaction, through the fair writer."""
+        return gated_statement(self._writer_conn(), self.options, self._gate, sql, params)
+
     def _write(self, urgent: bool = False) -> Any:
         """A write transaction, in this process's queue for the write lock; ``urgent``
         (heartbeats, outcomes, give-backs) go first (durq/store/sqlite/gate.py)."""
-        return write_transaction(self._conn(), self.options, self._gate, urgent)
+        return GatedTransaction(self._conn(), self.options, self._gate, urgent)
 
     def _read(self, sql: str, params: dict[str, Any] | None = None) -> list[Any]:
         try:
