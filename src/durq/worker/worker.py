@@ -24,6 +24,7 @@ from durq.model import AttemptError, Claimed, Outcome, WorkerInfo, WorkerReport
 from durq.observability import events, tracing
 from durq.store import describe_url
 from durq.worker.executor import Executor
+from durq.worker.pool import ProcessPool
 from durq.worker.prefetch import Prefetch, default_depth
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from durq.worker.runners import AsyncRunner, ThreadRunner
@@ -74,6 +75,14 @@ class Worker:
             a state for ever. See :mod:`durq.retention`.
         prune_interval: seconds between pruner passes (default 300); None or 0 turns the
             pruner off.
+        pool: where ``def`` task bodies run: ``"threads"`` (default) or ``"processes"``
+            (``concurrency`` long-lived child processes; ``async def`` tasks keep their
+            event loop in the worker). See docs/features/pools.md.
+        max_jobs_per_child: with ``pool="processes"``: jobs a child runs before it is
+            replaced (default None: no limit).
+        max_memory_per_child: with ``pool="processes"``: MB of resident memory a child may
+            hold, measured after each job (over it: the child is replaced) and while a job
+            runs (over it: the child is killed, the job retried or failed).
 
     Raises:
         ConfigError: a bad option (see :func:`durq.checks.check_worker_timing` for the
@@ -97,6 +106,9 @@ class Worker:
         reap_interval: float | None = None,
         retention: Mapping[str, float | str | None] | None = None,
         prune_interval: float | None = DEFAULT_PRUNE_INTERVAL,
+        pool: str = "threads",
+        max_jobs_per_child: int | None = None,
+        max_memory_per_child: float | None = None,
     ) -> None:
         if not app.tasks:
             raise ConfigError("the app has no registered tasks; nothing to run")
@@ -114,6 +126,10 @@ class Worker:
         )
         if free_requeues < 0:
             raise ConfigError(f"free_requeues must be >= 0, not {free_requeues}")
+        if pool not in ("threads", "processes"):
+            raise ConfigError(f"pool must be 'threads' or 'processes', not {pool!r}")
+        if pool == "threads" and (max_jobs_per_child or max_memory_per_child):
+            raise ConfigError("max_jobs_per_child and max_memory_per_child need pool='processes'")
         self.app = app
         self.sweeper = attach_sweeper(self, app)  # deadlines: adds the tasks' hook tasks
         self.queues = list(queues or sorted({t.queue for t in app.tasks.values()}))
@@ -142,6 +158,17 @@ class Worker:
 
         self.scheduler = Scheduler(self)  # periodic jobs; started only when the app has some
         self._threads: ThreadRunner | None = None
+        self._pool: ProcessPool | None = None
+        if pool == "processes":
+            self._pool = ProcessPool(
+                app,
+                self.executor,
+                concurrency,
+                self._pool_done,
+                partial(self.crashed, "pool"),
+                max_jobs_per_child=max_jobs_per_child,
+                max_memory_per_child=max_memory_per_child,
+            )
         self._async = AsyncRunner()
         self._stop_requested = threading.Event()
         self._stop_lock = threading.Lock()
@@ -188,6 +215,13 @@ class Worker:
             with contextlib.suppress(Exception):  # do not leave a phantom "live worker" behind
                 store.unregister_worker(self.id)
             raise
+        if self._pool is not None:
+            try:
+                self._pool.start()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    store.unregister_worker(self.id)
+                raise
         self._threads = ThreadRunner(self.concurrency)
         for service in (self.heartbeat, self.reaper, self.sweeper, self.claimer):
             service.start()
@@ -303,6 +337,8 @@ class Worker:
                     break
                 self.inflight.freed.wait(min(left, 0.1))
         abandoned = self.inflight.abandon_unreturned()
+        if self._pool is not None:  # bodies past the grace are killed before release
+            self._pool.close()
         self.claimer.stop(timeout=60.0)  # records the outcomes still waiting, then ends
         for attempt in abandoned:
             attempt.ctx.mark_lease_lost()
@@ -391,8 +427,9 @@ class Worker:
             _codec=self.app.store.codec,
             _will_retry=None if task is None else partial(self.executor.would_retry, job, task),
         )
+        in_pool = self._pool is not None and self._pool.runs(job.task)
         deadline = None
-        if task is not None and task.timeout is not None:
+        if task is not None and task.timeout is not None and not in_pool:
             # async tasks are cancelled at their timeout; the watchdog is their backstop
             deadline = (
                 time.monotonic() + task.timeout + (ASYNC_TIMEOUT_SLACK if task.is_async else 0.0)
@@ -410,7 +447,10 @@ class Worker:
                 max_attempts=job.max_attempts,
                 worker_id=self.id,
             )
-        if task is not None and task.is_async:
+        if in_pool:  # the pool enforces the timeout itself
+            assert self._pool is not None
+            self._pool.submit(attempt)
+        elif task is not None and task.is_async:
             self._async.submit(lambda: self._run_async(attempt))
         else:
             assert self._threads is not None
@@ -424,6 +464,13 @@ class Worker:
                 outcome = self._internal_failure(attempt, exc)
             if span is not None:
                 tracing.record_outcome(span, outcome)
+        self.prefetch.ran(time.monotonic() - attempt.started)
+        if self.inflight.returned(attempt):
+            self.claimer.submit(attempt, outcome)
+        self.start_prefetched()
+
+    def _pool_done(self, attempt: Attempt, outcome: Outcome) -> None:
+        """A body that ran in the process pool ended (its child reaped if it had to go)."""
         self.prefetch.ran(time.monotonic() - attempt.started)
         if self.inflight.returned(attempt):
             self.claimer.submit(attempt, outcome)
