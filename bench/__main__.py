@@ -22,7 +22,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import cases, dashboard_cases, floor, litequeue_case, pg_cases, workflows
+from bench import cases, dashboard_cases, floor, litequeue_case, pg_cases, pools, workflows
 from bench.common import machine_info
 from bench.pg import default_pg_url, server_info
 from bench.report import Results, Section, pg_section, render, sqlite_section, table_rows
@@ -75,6 +75,7 @@ def plan(base: str, sizes: cases.Sizes) -> Plan:
         ),
     ]
     out += workflows.plan(base, sizes.drain, sizes.chunk)  # issue 15's rows
+    out += pools.plan(base, sizes.drain, sizes.chunk, sizes.cpu_jobs, sizes.pool_rounds)
     return out
 
 
@@ -152,7 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dir", default=tempfile.gettempdir(), help="where the temporary databases go"
     )
-    parser.add_argument("--only", default="", help="comma-separated case names (for debugging)")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated case names; NAME* takes every case whose name starts with NAME "
+        "(e.g. 'pool_*,celery_*': the pool rows)",
+    )
     parser.add_argument(
         "--profile", action="store_true", help="profile one drain and print the hot spots"
     )
@@ -173,19 +179,26 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     machine = machine_info(args.dir)
-    wanted = {name.strip() for name in args.only.split(",") if name.strip()}
+    patterns = {name.strip() for name in args.only.split(",") if name.strip()}
+
+    def chosen(name: str) -> bool:
+        return not patterns or any(
+            name.startswith(p[:-1]) if p.endswith("*") else name == p for p in patterns
+        )
+
     todo: Plan = [] if args.pg else plan(args.dir, sizes)
     sections: list[Section] = []
-    if not args.pg and any(not wanted or name in wanted for name, _ in todo):
+    if not args.pg and any(chosen(name) for name, _ in todo):
         sections.append(
             sqlite_section(
                 sizes.concurrencies, machine["sqlite_default_synchronous"], sizes.as_dict()
             )
         )
         sections.append(workflows.section(sizes.drain))
+        sections.append(pools.section(sizes.drain))
     pg_todo = pg_plan(args.dir, args.pg_url, sizes)
     pg_skipped: str | None = None
-    if args.pg or any(not wanted or name in wanted for name, _ in pg_todo):
+    if args.pg or any(chosen(name) for name, _ in pg_todo):
         try:
             machine["postgres"] = server_info(args.pg_url)
         except Exception as exc:  # noqa: BLE001 - any failure to reach the server skips
@@ -203,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     results: Results = {}
     began = time.perf_counter()
     for name, thunk in todo:
-        if wanted and name not in wanted:
+        if not chosen(name):
             continue
         t0 = time.perf_counter()
         progress.print(f"[dim]running {name} …[/dim]", end="")

@@ -79,7 +79,11 @@ class Child:
         ]
         try:
             self.proc = subprocess.Popen(
-                argv, pass_fds=(to_child_r, from_child_w), start_new_session=True, env=env
+                argv,
+                pass_fds=(to_child_r, from_child_w),
+                start_new_session=True,
+                env=env,
+                stdin=subprocess.DEVNULL,  # the worker's stdin is not the child's
             )
         finally:
             os.close(to_child_r)
