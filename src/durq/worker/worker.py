@@ -76,8 +76,9 @@ class Worker:
         prune_interval: seconds between pruner passes (default 300); None or 0 turns the
             pruner off.
         pool: where ``def`` task bodies run: ``"threads"`` (default) or ``"processes"``
-            (``concurrency`` long-lived child processes; ``async def`` tasks keep their
-            event loop in the worker). See docs/features/pools.md.
+            (``concurrency`` long-lived child processes, each running one body at a time;
+            ``async def`` tasks keep their event loop in the worker). See
+            docs/features/pools.md.
         max_jobs_per_child: with ``pool="processes"``: jobs a child runs before it is
             replaced (default None: no limit).
         max_memory_per_child: with ``pool="processes"``: MB of resident memory a child may

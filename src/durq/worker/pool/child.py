@@ -23,8 +23,10 @@ import os
 import runpy
 import signal
 import sys
+import threading
 import time
 import traceback
+from collections import deque
 from functools import partial
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, cast
@@ -33,12 +35,27 @@ from durq.classify import describe
 from durq.context import JobContext
 from durq.model import AttemptError, Claimed, Outcome
 from durq.worker.executor import Executor
-from durq.worker.pool.protocol import EXIT, PATH_ENV, Done, Failed, Ready, rss_bytes
+from durq.worker.pool.protocol import (
+    EXIT,
+    MEMORY_ENV,
+    PATH_ENV,
+    Failed,
+    Ready,
+    Returned,
+    TakeBack,
+    pack,
+    rss_bytes,
+    unpack,
+)
 
 if TYPE_CHECKING:
     from durq.registry import Registry
 
 PR_SET_PDEATHSIG = 1
+#: Outcomes held at most before they are sent in one write...
+FLUSH_COUNT = 16
+#: ...and seconds the first of them waits at most.
+FLUSH_AFTER = 0.001
 
 
 class ChildStore:
@@ -125,10 +142,58 @@ def run_one(view: ChildApp, executor: Executor, job: Claimed) -> Outcome:
         return Outcome(job.id, job.lease_token, kind, error=error, delay=1.0)
 
 
+class Inbox:
+    """The jobs sent and not yet started, filled by a reader thread so that a
+    :class:`TakeBack` is answered even while the main thread runs a long body."""
+
+    def __init__(self, inp: Connection, out: Connection, send_lock: threading.Lock) -> None:
+        self.inp, self.out, self.send_lock = inp, out, send_lock
+        self.jobs: deque[Claimed] = deque()
+        self.cond = threading.Condition()
+        self.closed = False
+
+    def read(self) -> None:
+        while True:
+            try:
+                msg = self.inp.recv()
+            except (EOFError, OSError):
+                msg = EXIT
+            with self.cond:
+                if msg is EXIT:
+                    self.closed = True
+                    self.cond.notify()
+                    return
+                if isinstance(msg, TakeBack):
+                    back = [j for j in self.jobs if j.id in msg.ids]
+                    for job in back:
+                        self.jobs.remove(job)
+                    with self.send_lock:  # under cond: a job is either returned or run
+                        self.out.send(Returned(tuple(j.id for j in back)))
+                    continue
+                self.jobs.append(unpack(Claimed, msg))
+                self.cond.notify()
+
+    def next(self, wait: bool) -> Claimed | None:
+        """The next job to run (None: none yet, when not ``wait``ing; or the parent asked
+        to end, or is gone: see :attr:`closed`)."""
+        with self.cond:
+            while wait and not self.jobs and not self.closed:
+                self.cond.wait()
+            if self.closed or not self.jobs:
+                return None
+            return self.jobs.popleft()
+
+    def peek(self) -> Claimed | None:
+        with self.cond:
+            return self.jobs[0] if self.jobs else None
+
+
 def main(argv: list[str]) -> int:
     spec, url, offset, read_fd, write_fd, parent = argv
     die_with_parent(int(parent))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the worker's
+    for fd in (int(read_fd), int(write_fd)):  # a subprocess of a task must not hold them:
+        os.set_inheritable(fd, False)  # the worker sees the child's end by their closing
     inp = Connection(int(read_fd), writable=False)
     out = Connection(int(write_fd), readable=False)
     paths = os.environ.pop(PATH_ENV, None)
@@ -144,15 +209,44 @@ def main(argv: list[str]) -> int:
     executor = Executor(cast("Registry", view))
     names = tuple(name for name, task in app.tasks.items() if not task.is_async)
     out.send(Ready(os.getpid(), names))
+    send_lock = threading.Lock()
+    measure = os.environ.get(MEMORY_ENV) == "1"
+    inbox = Inbox(inp, out, send_lock)
+    threading.Thread(target=inbox.read, name="durq-pool-inbox", daemon=True).start()
+    done: list[tuple[Any, ...]] = []  # outcomes not sent yet (one write for several)
+    first = 0.0
+
+    def flush() -> None:
+        with send_lock:
+            out.send(list(done))
+        done.clear()
+
     while True:
-        try:
-            job = inp.recv()
-        except (EOFError, OSError):
-            return 0
-        if job is EXIT:
+        job = inbox.next(wait=not done)
+        if job is None:
+            if done:
+                flush()
+                continue
             return 0
         outcome = run_one(view, executor, job)
-        out.send(Done(outcome, rss_bytes()))
+        if not done:
+            first = time.monotonic()
+        done.append((pack(outcome), rss_bytes() if measure else 0))
+        if must_flush(app, job, inbox.peek(), len(done), first):
+            flush()
+
+
+def must_flush(app: Any, job: Claimed, after: Claimed | None, held: int, first: float) -> bool:
+    """Whether the outcomes held must go now. They wait (for one write with the next
+    ones) only while the next job is already here, neither job has a timeout (the parent
+    then knows exactly which body runs when it stops one), fewer than FLUSH_COUNT are held
+    and the first of them is younger than FLUSH_AFTER seconds."""
+    if after is None or held >= FLUSH_COUNT or time.monotonic() - first >= FLUSH_AFTER:
+        return True
+    tasks = app.tasks
+    return any(
+        (task := tasks.get(j.task)) is None or task.timeout is not None for j in (job, after)
+    )
 
 
 if __name__ == "__main__":

@@ -21,10 +21,18 @@ from typing import Any
 
 from durq.errors import ConfigError
 from durq.model import Claimed
-from durq.worker.pool.protocol import EXIT, PATH_ENV, Done, Failed, Ready
-
-#: Seconds a new child gets to import the app and say it is ready.
-START_TIMEOUT = 60.0
+from durq.worker.pool.protocol import (
+    EXIT,
+    MEMORY_ENV,
+    PATH_ENV,
+    Done,
+    Failed,
+    Ready,
+    Returned,
+    TakeBack,
+    done,
+    pack,
+)
 
 
 def locate(app: Any) -> str:
@@ -56,16 +64,22 @@ def locate(app: Any) -> str:
 
 
 class Child:
-    """A live child: its pid, its pipes, the jobs it ran, the tasks it knows.
+    """A child process: its pid, its pipes, the jobs sent to it, the tasks it knows.
+
+    The constructor starts the process and returns at once; the child's first message
+    (:class:`Ready`, or :class:`Failed` if the app did not import) arrives on
+    :attr:`fd` like any other, and goes to :meth:`hello`.
 
     Raises (from the constructor):
-        ConfigError: the child could not import the app, or did not answer in time.
+        OSError: the process could not be started (out of processes or memory).
     """
 
-    def __init__(self, spec: str, url: str, clock_offset: float) -> None:
+    def __init__(self, spec: str, url: str, clock_offset: float, measure: bool = False) -> None:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         env = {**os.environ, PATH_ENV: json.dumps(sys.path)}
+        if measure:
+            env[MEMORY_ENV] = "1"
         argv = [
             sys.executable,
             "-m",
@@ -85,48 +99,61 @@ class Child:
                 env=env,
                 stdin=subprocess.DEVNULL,  # the worker's stdin is not the child's
             )
+        except BaseException:
+            for fd in (to_child_w, from_child_r):
+                os.close(fd)
+            raise
         finally:
             os.close(to_child_r)
             os.close(from_child_w)
         self.pid = self.proc.pid
+        self.fd = from_child_r
         self.conn_out = Connection(to_child_w, readable=False)
         self.conn_in = Connection(from_child_r, writable=False)
+        self.started = time.monotonic()
+        self.ready = False
         self.jobs = 0
         self.tasks: frozenset[str] = frozenset()
-        try:
-            if not self.conn_in.poll(START_TIMEOUT):
-                raise ConfigError(f"pool child {self.pid} did not start in {START_TIMEOUT} s")
-            hello = self.conn_in.recv()
-        except (EOFError, OSError) as exc:
-            self.kill()
-            raise ConfigError(f"pool child {self.pid} ended while starting: {exc}") from exc
-        except ConfigError:
-            self.kill()
-            raise
-        if isinstance(hello, Failed):
-            self.kill()
-            raise ConfigError(hello.message)
-        assert isinstance(hello, Ready)
-        self.tasks = frozenset(hello.tasks)
 
-    def send(self, job: Claimed) -> None:
-        self.jobs += 1
-        self.conn_out.send(job)
-
-    def wait_done(self, timeout: float) -> Done | None:
-        """The outcome of the job sent, or None if it is not there after ``timeout`` s.
+    def hello(self, msg: object) -> None:
+        """Take the child's first message.
 
         Raises:
-            EOFError: the child ended (its pipe closed) before it answered.
+            ConfigError: the child could not import the app (the message says why).
         """
-        if not self.conn_in.poll(timeout):
-            return None
+        if isinstance(msg, Failed):
+            raise ConfigError(msg.message)
+        if not isinstance(msg, Ready):
+            raise ConfigError(f"pool child {self.pid} said {msg!r} before it was ready")
+        self.tasks = frozenset(msg.tasks)
+        self.ready = True
+
+    def send(self, job: Claimed | TakeBack | None) -> None:
+        """Send a job (counted in :attr:`jobs`), a take-back or :data:`EXIT`.
+
+        Raises:
+            OSError: the child is gone (its pipe is closed).
+        """
+        if isinstance(job, Claimed):
+            self.jobs += 1
+            self.conn_out.send(pack(job))
+        else:
+            self.conn_out.send(job)
+
+    def receive(self) -> list[Done] | Returned | Ready | Failed:
+        """The child's next message (call it when :attr:`fd` is readable).
+
+        Raises:
+            EOFError: the child ended (its pipe closed) and every message it sent was read.
+        """
         try:
-            done = self.conn_in.recv()
+            msg = self.conn_in.recv()
         except OSError as exc:
             raise EOFError(str(exc)) from exc
-        assert isinstance(done, Done)
-        return done
+        if isinstance(msg, list):
+            return [done(item) for item in msg]
+        assert isinstance(msg, Returned | Ready | Failed)
+        return msg
 
     def signal_group(self, signum: int) -> None:
         """Send ``signum`` to the child's whole process group (what its task started too)."""
@@ -190,8 +217,3 @@ def describe_exit(code: int) -> str:
             name = "unknown"
         return f"signal {-code} ({name})"
     return f"exit code {code}"
-
-
-def wait_until(deadline: float) -> float:
-    """Seconds left until ``deadline`` (``time.monotonic()``), at least 0."""
-    return max(0.0, deadline - time.monotonic())

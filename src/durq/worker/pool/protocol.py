@@ -3,23 +3,54 @@
 Each message is one pickled object framed by :class:`multiprocessing.connection.Connection`
 (a 4-byte length, then the bytes): one write and one read per message.
 
-Parent → child: a :class:`durq.model.Claimed` to run, or :data:`EXIT` to end.
-Child → parent: first a :class:`Ready`, then one :class:`Done` per job, in order.
+Parent → child: a job to run, as :func:`pack` of its :class:`durq.model.Claimed` (a
+child holds at most
+:data:`DEPTH` at once: the one it runs and the next, so it never waits for a round trip
+between two short jobs), a :class:`TakeBack`, or :data:`EXIT` to end.
+Child → parent: first a :class:`Ready`, then lists of ``(pack(outcome), rss)``, one
+item per job in the order the jobs were sent (:func:`done`; several outcomes of short
+jobs go in one write, see ``child.must_flush``), and a :class:`Returned` for each
+:class:`TakeBack`. Jobs and outcomes go as plain tuples of their fields: a dataclass
+with slots pickles field by field through Python code, several times slower.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from durq.errors import Transient
-from durq.model import Outcome
+from durq.model import AttemptError, Outcome
+
+T = TypeVar("T")
 
 #: Asks the child to end once its current job (there is none: one job at a time) is done.
 EXIT = None
 
 #: The environment variable that carries the parent's ``sys.path`` (JSON) to a child.
 PATH_ENV = "DURQ_POOL_SYS_PATH"
+#: Set (to "1") when the pool has a memory limit: the child then reads its RSS after
+#: each job (a /proc read it skips otherwise).
+MEMORY_ENV = "DURQ_POOL_MEASURE_RSS"
+
+
+#: Jobs a child holds at once: the one it runs and the ones waiting behind it.
+DEPTH = 4
+
+
+@dataclass(frozen=True, slots=True)
+class TakeBack:
+    """Give back these jobs if they have not started (the one running cannot be)."""
+
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Returned:
+    """The jobs of a :class:`TakeBack` that had not started: they never ran here."""
+
+    ids: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +67,24 @@ class Done:
 
     outcome: Outcome
     rss: int
+
+
+def pack(record: Any) -> tuple[Any, ...]:
+    """A slots dataclass (``Claimed``, ``Outcome``) as the tuple of its fields, in order."""
+    return tuple([getattr(record, name) for name in type(record).__slots__])
+
+
+def unpack(cls: type[T], fields: tuple[Any, ...]) -> T:
+    """The record :func:`pack` made ``fields`` of."""
+    return cls(*fields)
+
+
+def done(message: tuple[Any, ...]) -> Done:
+    """A child's ``(pack(outcome), rss)`` as a :class:`Done`."""
+    outcome = unpack(Outcome, message[0])
+    if outcome.error is not None and not isinstance(outcome.error, AttemptError):
+        raise TypeError(f"not an AttemptError: {outcome.error!r}")
+    return Done(outcome, message[1])
 
 
 @dataclass(frozen=True, slots=True)
