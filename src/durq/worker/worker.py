@@ -25,6 +25,7 @@ from durq.observability import events, tracing
 from durq.store import describe_url
 from durq.worker.executor import Executor
 from durq.worker.pool import ProcessPool
+from durq.worker.pool.protocol import DEPTH as POOL_DEPTH
 from durq.worker.prefetch import Prefetch, default_depth
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from durq.worker.runners import AsyncRunner, ThreadRunner
@@ -160,6 +161,7 @@ class Worker:
         self.scheduler = Scheduler(self)  # periodic jobs; started only when the app has some
         self._threads: ThreadRunner | None = None
         self._pool: ProcessPool | None = None
+        self._pool_slots = concurrency
         if pool == "processes":
             self._pool = ProcessPool(
                 app,
@@ -169,6 +171,7 @@ class Worker:
                 partial(self.crashed, "pool"),
                 max_jobs_per_child=max_jobs_per_child,
                 max_memory_per_child=max_memory_per_child,
+                on_short=self._pool_short,
             )
         self._async = AsyncRunner()
         self._stop_requested = threading.Event()
@@ -470,9 +473,23 @@ class Worker:
             self.claimer.submit(attempt, outcome)
         self.start_prefetched()
 
+    def _pool_short(self, short: bool) -> None:
+        """While the pool's bodies are short, each child may hold a next job behind the
+        one it runs (POOL_DEPTH slots per child): the pipe's round trip is then hidden.
+        Slots shrink back only as they free, so free slots never go below zero."""
+        with self.inflight.lock:
+            target = self.concurrency * (POOL_DEPTH if short else 1)
+            self._pool_slots = target
+            self.inflight.slots = max(target, min(self.inflight.slots, self.inflight.busy))
+        if short:
+            self.claimer.wake()
+
     def _pool_done(self, attempt: Attempt, outcome: Outcome) -> None:
         """A body that ran in the process pool ended (its child reaped if it had to go)."""
         self.prefetch.ran(time.monotonic() - attempt.started)
+        if self.inflight.slots > self._pool_slots:  # shrinking after short bodies
+            with self.inflight.lock:
+                self.inflight.slots = max(self._pool_slots, self.inflight.busy - 1)
         if self.inflight.returned(attempt):
             self.claimer.submit(attempt, outcome)
         self.start_prefetched()

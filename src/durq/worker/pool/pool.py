@@ -114,6 +114,9 @@ class ProcessPool:
             killed and the job retried or failed, as when the OOM killer strikes).
         kill_grace: seconds between SIGTERM and SIGKILL when a body is stopped.
         spec: ``module:attr`` the children import (default: found with :func:`locate`).
+        on_short: called with True when the bodies run have become short (a mean under
+            ``HOLD``: the worker may then hand the pool a next job per child, which waits
+            in the child behind the one it runs) and with False when they no longer are.
 
     Raises:
         ConfigError: a limit below 1, or ``kill_grace`` below 0.
@@ -131,6 +134,7 @@ class ProcessPool:
         max_memory_per_child: float | None = None,
         kill_grace: float = 1.0,
         spec: str | None = None,
+        on_short: Callable[[bool], None] | None = None,
     ) -> None:
         if max_jobs_per_child is not None and max_jobs_per_child < 1:
             raise ConfigError(f"max_jobs_per_child must be >= 1, not {max_jobs_per_child}")
@@ -147,6 +151,9 @@ class ProcessPool:
         self._spec = spec
         self._on_done = on_done
         self._on_crash = on_crash
+        self._on_short = on_short
+        self._mean_run: float | None = None  # seconds, a moving mean of the bodies' runs
+        self._short = False
         self._slots = [_Slot(i) for i in range(size)]
         self._lock = threading.Lock()  # guards the fields below, shared with other threads
         self._pending: deque[Attempt] = deque()  # submitted, not yet sent to a child
@@ -441,6 +448,7 @@ class ProcessPool:
         own first: it keeps its outcome, and the child (signalled) goes once the outcomes
         in hand are read; what it held after is sent to other children."""
         head = slot.sent.pop(0)
+        self._ran(time.monotonic() - slot.head_since)
         if head.job.id != done.outcome.job_id:
             raise RuntimeError(
                 f"pool child answered for job {done.outcome.job_id}, not {head.job.id}"
@@ -456,6 +464,16 @@ class ProcessPool:
                 f"holds {done.rss / MB:.0f} MB (max_memory_per_child {self.max_memory / MB:g} MB)"
             )
         self._finish(head, done.outcome)
+
+    def _ran(self, seconds: float) -> None:
+        """Track how long bodies run; tell the worker when they turn short or long."""
+        mean = self._mean_run
+        self._mean_run = seconds if mean is None else 0.9 * mean + 0.1 * seconds
+        short = self._mean_run < HOLD
+        if short != self._short:
+            self._short = short
+            if self._on_short is not None:
+                self._on_short(short)
 
     def _finish(self, attempt: Attempt, outcome: Outcome) -> None:
         with self._lock:
@@ -488,6 +506,8 @@ class ProcessPool:
         dying, slot.dying = slot.dying, False
         slot.deadline, slot.asked_back, slot.retiring = None, False, ""
         self.replaced += 1
+        if sent and not dying:
+            self._ran(time.monotonic() - slot.head_since)
         if not self._closing:
             self._spawn(slot)
         if dying and reason is None:  # stopped for a body that had ended: the jobs after
