@@ -160,6 +160,7 @@ class ProcessPool:
         self._held: set[int] = set()  # ids of every attempt submitted and not yet done
         self._requests: list[tuple[int, str]] = []  # interrupts for the loop
         self._closing = False
+        self._polling = False  # the loop sleeps (or is about to) in poll
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -208,10 +209,12 @@ class ProcessPool:
             if not closing:
                 self._pending.append(attempt)
                 self._held.add(attempt.job.id)
+            wake, self._polling = self._polling, False
         if closing:
             self._unrun(attempt)
             return
-        self._wake()
+        if wake:  # the loop sleeps in poll; when it does not, it sees the job on its own
+            self._wake()
 
     def pids(self) -> list[int]:
         """The pids of the live children."""
@@ -269,7 +272,12 @@ class ProcessPool:
                     self._interrupt(job_id, reason)
                 self._assign()
                 self._forgotten.clear()
-                for fd, _ in self._poller.poll(self._wait_ms()):
+                with self._lock:  # a submit from now on writes to the wake-up pipe
+                    self._polling = not self._pending and not self._requests
+                    wait = self._wait_ms() if self._polling else 0
+                ready = self._poller.poll(wait)
+                self._polling = False
+                for fd, _ in ready:
                     if fd in self._forgotten:  # closed meanwhile (its number may be reused)
                         continue
                     if fd == self._wake_r:
