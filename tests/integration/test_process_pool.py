@@ -246,3 +246,41 @@ def test_worker_options_are_checked(db_url: str) -> None:
         app.worker(pool="forks")
     with pytest.raises(durq.ConfigError, match="need pool='processes'"):
         app.worker(max_jobs_per_child=3)
+
+
+def test_interrupt_stops_the_body_before_its_outcome(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ProcessPool.interrupt (what a cancel reaches): the child's group is killed, the
+    outcome is recorded only after the reap, the body never reaches its end, and a new
+    child takes its place. An in-process worker, so the test holds the pool itself."""
+    import threading
+
+    from tests.apps import pool
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setenv("POOL_MARKS", str(marks))  # read by the children at import
+    app = app_for(db_url)
+    job_id = pool.hold.enqueue(n=0, seconds=30).id
+    w = app.worker(concurrency=1, pool="processes", lease=5, grace=5)
+    runner = threading.Thread(target=lambda: w.run(install_signals=False), daemon=True)
+    runner.start()
+    try:
+        wait_for(lambda: (marks / "start-0").exists(), 60, what="the body to start")
+        victim = int((marks / "start-0").read_text())
+        assert w._pool is not None
+        asked = time.monotonic()
+        assert w._pool.interrupt(job_id, "cancelled")
+        assert not w._pool.interrupt(10_000, "cancelled")  # a job it does not hold
+        wait_for(lambda: app.get(job_id).state == "failed", 10, what="the outcome")
+        assert time.monotonic() - asked < 5
+        assert not alive(victim)  # reaped before the outcome was written
+        assert app.get(job_id).errors[-1].kind == "cancelled"
+        wait_for(lambda: len(w._pool.pids()) == 1, 30, what="a new child")
+        assert victim not in w._pool.pids()
+        assert not (marks / "end-0").exists()
+    finally:
+        w.request_stop()
+        runner.join(30)
+    assert not runner.is_alive()
