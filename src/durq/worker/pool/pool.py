@@ -41,6 +41,7 @@ from durq.worker.pool.protocol import (
     TakeBack,
     rss_bytes,
 )
+from durq.worker.pool.slot import MB, Slot, stopped_outcome
 
 if TYPE_CHECKING:
     from durq.registry import Registry
@@ -71,29 +72,6 @@ TAKE_BACK_AFTER = 0.02
 START_TIMEOUT = 60.0
 #: Failed starts in a row before the pool gives up and stops the worker.
 SPAWN_TRIES = 5
-
-MB = 1024 * 1024
-
-
-class _Slot:
-    """One child and the attempts sent to it, in order: the first (the head) is the one
-    it runs, since ``head_since``; the others wait behind it in the child."""
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.child: Child | None = None
-        self.sent: list[Attempt] = []
-        self.head_since = 0.0
-        self.deadline: float | None = None  # the head's timeout, as time.monotonic()
-        self.reason: str | None = None  # why the head's body is being stopped, once it is
-        self.signalled_at = 0.0
-        self.memory_at = 0.0  # when its memory was last read
-        self.doomed: dict[int, str] = {}  # waiting attempts interrupted: id -> reason
-        self.asked_back = False  # a TakeBack of the waiting attempts is on its way
-        self.retiring = ""  # why it is replaced once it holds nothing more ("": it is not)
-        self.dying = False  # signalled, but the body it was meant for had ended
-        self.failures = 0  # failed starts in a row
-        self.respawn_at: float | None = None
 
 
 class ProcessPool:
@@ -154,7 +132,7 @@ class ProcessPool:
         self._on_short = on_short
         self._mean_run: float | None = None  # seconds, a moving mean of the bodies' runs
         self._short = False
-        self._slots = [_Slot(i) for i in range(size)]
+        self._slots = [Slot(i) for i in range(size)]
         self._lock = threading.Lock()  # guards the fields below, shared with other threads
         self._pending: deque[Attempt] = deque()  # submitted, not yet sent to a child
         self._held: set[int] = set()  # ids of every attempt submitted and not yet done
@@ -166,7 +144,7 @@ class ProcessPool:
         os.set_blocking(self._wake_w, False)
         self._poller = select.poll()
         self._poller.register(self._wake_r, select.POLLIN)
-        self._by_fd: dict[int, _Slot | Child] = {}  # a retired child is reaped at its EOF
+        self._by_fd: dict[int, Slot | Child] = {}  # a retired child is reaped at its EOF
         self._retired: list[tuple[Child, float]] = []  # (child, SIGKILL at)
         self._forgotten: set[int] = set()  # fds closed since the last poll
         self._thread: threading.Thread | None = None
@@ -285,7 +263,7 @@ class ProcessPool:
                             os.read(self._wake_r, 4096)
                         continue
                     owner = self._by_fd.get(fd)
-                    if isinstance(owner, _Slot):
+                    if isinstance(owner, Slot):
                         self._read(owner)
                     elif owner is not None:
                         self._reap_retired(owner)
@@ -303,7 +281,7 @@ class ProcessPool:
             self._started.set()
             self._shutdown()
 
-    def _spawn(self, slot: _Slot) -> None:
+    def _spawn(self, slot: Slot) -> None:
         slot.respawn_at = None
         try:
             child = Child(self._spec or "", self._url, self._offset, self.max_memory is not None)
@@ -322,7 +300,7 @@ class ProcessPool:
             self._poller.unregister(child.fd)
         return child.reap()
 
-    def _spawn_failed(self, slot: _Slot, message: str) -> None:
+    def _spawn_failed(self, slot: Slot, message: str) -> None:
         child, slot.child = slot.child, None
         if child is not None:
             self._forget(child)
@@ -361,8 +339,8 @@ class ProcessPool:
                 attempt = self._pending.popleft()
             self._send(slot, attempt)
 
-    def _free_slot(self) -> _Slot | None:
-        behind: _Slot | None = None
+    def _free_slot(self) -> Slot | None:
+        behind: Slot | None = None
         now = time.monotonic()
         for slot in self._slots:
             child = slot.child
@@ -380,7 +358,7 @@ class ProcessPool:
                 behind = slot
         return behind
 
-    def _send(self, slot: _Slot, attempt: Attempt) -> None:
+    def _send(self, slot: Slot, attempt: Attempt) -> None:
         child = slot.child
         assert child is not None
         try:
@@ -396,7 +374,7 @@ class ProcessPool:
         if self.max_jobs_per_child is not None and child.jobs >= self.max_jobs_per_child:
             slot.retiring = f"ran {child.jobs} jobs (max_jobs_per_child)"
 
-    def _new_head(self, slot: _Slot, now: float) -> None:
+    def _new_head(self, slot: Slot, now: float) -> None:
         """The first attempt in ``slot.sent`` has started."""
         head = slot.sent[0]
         timeout = self.app.tasks[head.job.task].timeout
@@ -407,7 +385,7 @@ class ProcessPool:
         if reason is not None:  # interrupted while it waited: it stops as soon as it starts
             self._signal(slot, reason)
 
-    def _read(self, slot: _Slot) -> None:
+    def _read(self, slot: Slot) -> None:
         child = slot.child
         if child is None:
             return
@@ -451,7 +429,7 @@ class ProcessPool:
                 slot.deadline = None
             self._requeue(slot, back)
 
-    def _done(self, slot: _Slot, done: Done) -> None:
+    def _done(self, slot: Slot, done: Done) -> None:
         """The head's body returned in the child. If it was being stopped, it ended on its
         own first: it keeps its outcome, and the child (signalled) goes once the outcomes
         in hand are read; what it held after is sent to other children."""
@@ -488,7 +466,7 @@ class ProcessPool:
             self._held.discard(attempt.job.id)
         self._on_done(attempt, outcome)
 
-    def _requeue(self, slot: _Slot, attempts: list[Attempt]) -> None:
+    def _requeue(self, slot: Slot, attempts: list[Attempt]) -> None:
         """Attempts that never started in ``slot``'s child go back for any free child
         (those interrupted meanwhile are settled, never run)."""
         keep = []
@@ -501,7 +479,7 @@ class ProcessPool:
         with self._lock:
             self._pending.extendleft(reversed(keep))
 
-    def _ended(self, slot: _Slot) -> None:
+    def _ended(self, slot: Slot) -> None:
         """The child died or is being killed: reap it, then settle the head (the body is
         gone now), send what waited behind it to other children, and start a new one."""
         child = slot.child
@@ -536,7 +514,7 @@ class ProcessPool:
         )
         self._finish(head, self._stopped_outcome(head, reason, code, rss))
 
-    def _signal(self, slot: _Slot, reason: str) -> None:
+    def _signal(self, slot: Slot, reason: str) -> None:
         """Start stopping the head's body: SIGTERM now, SIGKILL from :meth:`_tick`."""
         if slot.reason is None and slot.child is not None:
             slot.reason = reason
@@ -608,7 +586,7 @@ class ProcessPool:
             if now >= kill_at:
                 self._reap_retired(child)
 
-    def _recycle(self, slot: _Slot) -> None:
+    def _recycle(self, slot: Slot) -> None:
         """Swap a child that reached a limit (and holds no job) for a new one; the old one
         is asked to exit and reaped at its EOF (SIGKILLed after ``kill_grace``)."""
         child = slot.child
@@ -658,27 +636,7 @@ class ProcessPool:
     def _stopped_outcome(
         self, attempt: Attempt, reason: str | None, code: int | None, rss: int
     ) -> Outcome:
-        """The outcome of an attempt whose body was stopped or whose child died
-        (``code``: the child's exit status; None: the body never started)."""
-        job = attempt.job
-        task = self.app.tasks[job.task]
-        if reason == "timeout":
-            return self.executor.timed_out(job, task.timeout or 0.0)
-        if code is None:
-            message = f"the job was stopped ({reason}) before its body started"
-            return self.executor.failed(job, "Interrupted", message, reason or "")
-        if reason in ("cancelled", "expired", "shutdown"):
-            message = f"the body was stopped ({reason}); its child ended by {describe_exit(code)}"
-            return self.executor.failed(job, "Interrupted", message, reason)
-        if reason == "memory":
-            limit = (self.max_memory or 0) / MB
-            message = (
-                f"worker child died: killed at {rss / MB:.0f} MB, over max_memory_per_child "
-                f"{limit:g} MB"
-            )
-        else:
-            message = f"worker child died: {describe_exit(code)}"
-        return self.executor.errored(job, task, ChildDied(message))
+        return stopped_outcome(self.executor, self.app, attempt, reason, code, rss, self.max_memory)
 
     def _unrun(self, attempt: Attempt) -> None:
         """An attempt the pool will not run (it is closing): a transient failure, never
