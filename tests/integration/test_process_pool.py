@@ -284,3 +284,21 @@ def test_interrupt_stops_the_body_before_its_outcome(
         w.request_stop()
         runner.join(30)
     assert not runner.is_alive()
+
+
+def test_children_die_with_a_killed_worker(db_url: str, tmp_path: Path) -> None:
+    """kill -9 of the worker: its children go too (Linux: PR_SET_PDEATHSIG), even one in
+    the middle of a job; the job comes back after its lease like any other."""
+    from tests.apps import pool
+
+    app = app_for(db_url)
+    marks = tmp_path / "marks"
+    job_id = pool.hold.enqueue(n=0, seconds=60).id
+    with workers(pool_worker(db_url, tmp_path, "-c", "2")) as (w,):
+        wait_for(lambda: (marks / "start-0").exists(), 60, what="the job to start")
+        kids = children_of(w.pid)
+        assert len(kids) == 2
+        w.kill()
+        for kid in kids:
+            wait_for(lambda kid=kid: not alive(kid), 10, what=f"child {kid} to be gone")
+    assert app.get(job_id).state == "running"  # until its lease runs out; nothing lost
