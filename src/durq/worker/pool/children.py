@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pickle
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -109,7 +111,8 @@ class Child:
         self.pid = self.proc.pid
         self.fd = from_child_r
         self.conn_out = Connection(to_child_w, readable=False)
-        self.conn_in = Connection(from_child_r, writable=False)
+        self.conn_in = Connection(from_child_r, writable=False)  # read as raw frames
+        self._buf = bytearray()
         self.started = time.monotonic()
         self.ready = False
         self.jobs = 0
@@ -140,20 +143,36 @@ class Child:
         else:
             self.conn_out.send(job)
 
-    def receive(self) -> list[Done] | Returned | Ready | Failed:
-        """The child's next message (call it when :attr:`fd` is readable).
+    def receive(self) -> list[list[Done] | Returned | Ready | Failed]:
+        """The messages the child sent that have fully arrived (call it when :attr:`fd`
+        is readable): one read of the pipe, however many messages it holds.
 
         Raises:
             EOFError: the child ended (its pipe closed) and every message it sent was read.
         """
         try:
-            msg = self.conn_in.recv()
+            chunk = os.read(self.fd, 1 << 16)
         except OSError as exc:
             raise EOFError(str(exc)) from exc
-        if isinstance(msg, list):
-            return [done(item) for item in msg]
-        assert isinstance(msg, Returned | Ready | Failed)
-        return msg
+        if not chunk:
+            raise EOFError(f"pool child {self.pid} closed its pipe")
+        buf = self._buf
+        buf += chunk
+        out: list[list[Done] | Returned | Ready | Failed] = []
+        at = 0
+        while len(buf) - at >= 4:  # Connection's framing: a 4-byte length, then pickle
+            (size,) = struct.unpack_from("!i", buf, at)
+            if len(buf) - at - 4 < size:
+                break
+            msg = pickle.loads(memoryview(buf)[at + 4 : at + 4 + size])
+            at += 4 + size
+            if isinstance(msg, list):
+                out.append([done(item) for item in msg])
+            else:
+                assert isinstance(msg, Returned | Ready | Failed)
+                out.append(msg)
+        del buf[:at]
+        return out
 
     def signal_group(self, signum: int) -> None:
         """Send ``signum`` to the child's whole process group (what its task started too)."""

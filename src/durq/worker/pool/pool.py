@@ -37,6 +37,8 @@ from durq.worker.pool.protocol import (
     EXIT,
     ChildDied,
     Done,
+    Failed,
+    Ready,
     Returned,
     TakeBack,
     rss_bytes,
@@ -390,13 +392,21 @@ class ProcessPool:
         if child is None:
             return
         try:
-            msg = child.receive()
+            messages = child.receive()
         except EOFError:
             if child.ready:
                 self._ended(slot)
             else:
                 self._spawn_failed(slot, f"pool child {child.pid} ended while starting")
             return
+        for msg in messages:
+            if slot.child is not child:  # ended or recycled by an earlier message
+                return
+            self._message(slot, child, msg)
+
+    def _message(
+        self, slot: Slot, child: Child, msg: list[Done] | Returned | Ready | Failed
+    ) -> None:
         if not child.ready:
             try:
                 child.hello(msg)
