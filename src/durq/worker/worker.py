@@ -151,7 +151,9 @@ class Worker:
         self.claimer = Claimer(self)
         self.inflight = InFlight(concurrency, on_free=self.claimer.wake)
         self.stats = WorkerStats()
-        depth = default_depth(concurrency) if prefetch is None else prefetch
+        # a process pool's slots may grow to POOL_DEPTH per child: prefetch for those
+        held = concurrency * (POOL_DEPTH if pool == "processes" else 1)
+        depth = default_depth(held) if prefetch is None else prefetch
         self.prefetch = Prefetch(depth, concurrency)
         self.heartbeat = Heartbeat(self)
         self.reaper = Reaper(self)
