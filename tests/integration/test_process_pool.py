@@ -302,3 +302,37 @@ def test_children_die_with_a_killed_worker(db_url: str, tmp_path: Path) -> None:
         for kid in kids:
             wait_for(lambda kid=kid: not alive(kid), 10, what=f"child {kid} to be gone")
     assert app.get(job_id).state == "running"  # until its lease runs out; nothing lost
+
+
+SCRIPT = """
+import os, sys
+import durq
+
+dq = durq.Durq(sys.argv[1])
+
+@dq.task
+def pid() -> int:
+    return os.getpid()
+
+if __name__ == "__main__":
+    ids = [pid.enqueue().id for _ in range(4)]
+    dq.worker(concurrency=2, pool="processes", lease=5).run(
+        install_signals=False, stop_when_idle=True
+    )
+    print(os.getpid(), *[dq.get(i).result for i in ids])
+"""
+
+
+def test_an_app_defined_in_the_script_that_runs_the_worker(db_url: str, tmp_path: Path) -> None:
+    """The children import a script's own app from its file (it lives in __main__)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script), db_url], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    me, *pids = (int(x) for x in done.stdout.split())
+    assert len(pids) == 4 and me not in pids

@@ -52,7 +52,7 @@ def locate(app: Any) -> str:
             continue
         if not found:
             continue
-        if name != "__main__":
+        if name not in ("__main__", "__mp_main__"):  # multiprocessing aliases __main__
             return f"{name}:{found[0]}"
         path = getattr(module, "__file__", None)
         if path:
