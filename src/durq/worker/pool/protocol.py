@@ -5,7 +5,7 @@ Each message is one pickled object framed by :class:`multiprocessing.connection.
 
 Parent → child: a job to run, as :func:`pack` of its :class:`durq.model.Claimed` (a
 child holds at most
-:data:`DEPTH` at once: the one it runs and the next, so it never waits for a round trip
+:data:`DEPTH` at once: the one it runs and the next ones, so it never waits for a round trip
 between two short jobs), a :class:`TakeBack`, or :data:`EXIT` to end.
 Child → parent: first a :class:`Ready`, then lists of ``(pack(outcome), rss)``, one
 item per job in the order the jobs were sent (:func:`done`; several outcomes of short
