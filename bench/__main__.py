@@ -29,6 +29,7 @@ from bench import (
     litequeue_case,
     memory_long,
     pg_cases,
+    pools,
     recovery,
     workflows,
 )
@@ -85,6 +86,7 @@ def plan(base: str, sizes: cases.Sizes) -> Plan:
     ]
     out += workflows.plan(base, sizes.drain, sizes.chunk)  # issue 15's rows
     out += recovery.plan(base)  # issue 11: recovery after kill -9
+    out += pools.plan(base, sizes.drain, sizes.chunk, sizes.cpu_jobs, sizes.pool_rounds)
     return out
 
 
@@ -163,7 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dir", default=tempfile.gettempdir(), help="where the temporary databases go"
     )
-    parser.add_argument("--only", default="", help="comma-separated case names (for debugging)")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated case names; NAME* takes every case whose name starts with NAME "
+        "(e.g. 'pool_*,celery_*': the pool rows)",
+    )
     parser.add_argument(
         "--profile", action="store_true", help="profile one drain and print the hot spots"
     )
@@ -192,10 +199,16 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_info(args.dir)
     if args.memory_1m:
         return run_memory_long(console, args.dir, args.memory_jobs, args.json, machine)
-    wanted = {name.strip() for name in args.only.split(",") if name.strip()}
+    patterns = {name.strip() for name in args.only.split(",") if name.strip()}
+
+    def chosen(name: str) -> bool:
+        return not patterns or any(
+            name.startswith(p[:-1]) if p.endswith("*") else name == p for p in patterns
+        )
+
     todo: Plan = [] if args.pg else plan(args.dir, sizes)
     sections: list[Section] = []
-    if not args.pg and any(not wanted or name in wanted for name, _ in todo):
+    if not args.pg and any(chosen(name) for name, _ in todo):
         sections.append(
             sqlite_section(
                 sizes.concurrencies, machine["sqlite_default_synchronous"], sizes.as_dict()
@@ -203,9 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         sections.append(workflows.section(sizes.drain))
         sections.append(recovery.section())
+        sections.append(pools.section(sizes.drain))
     pg_todo = pg_plan(args.dir, args.pg_url, sizes)
     pg_skipped: str | None = None
-    if args.pg or any(not wanted or name in wanted for name, _ in pg_todo):
+    if args.pg or any(chosen(name) for name, _ in pg_todo):
         try:
             machine["postgres"] = server_info(args.pg_url)
         except Exception as exc:  # noqa: BLE001 - any failure to reach the server skips
@@ -225,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     results: Results = {}
     began = time.perf_counter()
     for name, thunk in todo:
-        if wanted and name not in wanted:
+        if not chosen(name):
             continue
         t0 = time.perf_counter()
         progress.print(f"[dim]running {name} …[/dim]", end="")

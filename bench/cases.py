@@ -51,6 +51,9 @@ class Sizes:
     dashboard_repeats: int = 21
     log_drain: int = 20_000
     log_concurrency: int = 4
+    # process pool (bench/pools.py)
+    cpu_jobs: int = 200
+    pool_rounds: int = 3
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,6 +86,8 @@ QUICK = Sizes(
     dashboard_rows=50_000,
     dashboard_repeats=11,
     log_drain=5_000,
+    cpu_jobs=60,
+    pool_rounds=1,
 )
 
 

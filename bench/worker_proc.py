@@ -69,6 +69,12 @@ def main() -> None:
     parser.add_argument("--mode", choices=("drain", "serve"), default="drain")
     parser.add_argument("--expect", type=int, default=0, help="drain: jobs expected to succeed")
     parser.add_argument("--profile", default=None)
+    parser.add_argument(
+        "--pool",
+        default=None,
+        choices=("threads", "processes"),
+        help="drain with bench.pool_app (a module-level app) in this pool (bench/pools.py)",
+    )
     parser.add_argument("--go", action="store_true", help="drain: start on a `go` line")
     parser.add_argument(
         "--log-level",
@@ -86,7 +92,7 @@ def main() -> None:
         parser.error(f"give --url or set {URL_ENV}")
     try:
         if args.mode == "drain":
-            drain(args.url, args.concurrency, args.expect, args.profile, args.go)
+            drain(args.url, args.concurrency, args.expect, args.profile, args.go, args.pool)
         else:
             serve(args.url, args.concurrency)
     except Exception as exc:
@@ -94,10 +100,18 @@ def main() -> None:
         raise SystemExit(1) from exc
 
 
-def drain(url: str, concurrency: int, expect: int, profile: str | None, go: bool) -> None:
-    app = make_app(url)
+def drain(
+    url: str, concurrency: int, expect: int, profile: str | None, go: bool, pool: str | None
+) -> None:
+    if pool is None:
+        app: Any = make_app(url)
+        worker = app.dq.worker(concurrency=concurrency, lease=30)
+    else:
+        os.environ[URL_ENV] = url
+        from bench import pool_app as app
+
+        worker = app.dq.worker(concurrency=concurrency, lease=30, pool=pool)
     _ = app.dq.store  # open (and migrate) before the clock starts
-    worker = app.dq.worker(concurrency=concurrency, lease=30)
     if go:
         emit({"event": "ready", "pid": os.getpid()})
         if not wait_for_go():
@@ -114,8 +128,10 @@ def drain(url: str, concurrency: int, expect: int, profile: str | None, go: bool
     if profiler is not None and profile is not None:
         profiler.dump(profile)
     done = app.dq.jobs(state="succeeded", limit=max(expect, 1) + 100)
-    ours = [j.finished_at for j in done if j.finished_at is not None and j.finished_at >= started]
+    mine = [j for j in done if j.finished_at is not None and j.finished_at >= started]
+    ours = [j.finished_at for j in mine]
     last_finish = max(ours, default=returned)
+    first_start = min((j.started_at for j in mine if j.started_at), default=started)
     pending = len(app.dq.jobs(state="queued", limit=10)) + len(
         app.dq.jobs(state="running", limit=10)
     )
@@ -126,6 +142,7 @@ def drain(url: str, concurrency: int, expect: int, profile: str | None, go: bool
             "started": started,
             "returned": returned,
             "last_finish": last_finish,
+            "first_start": first_start,
             "succeeded": len(ours),
             "pending": pending,
             "rss_kb": read_status_kb(os.getpid(), "VmRSS"),

@@ -54,6 +54,27 @@ from durq.observability import logs
     type=click.IntRange(min=0),
     help="Shutdowns per job that hand its attempt back; later ones count as an attempt.",
 )
+@click.option(
+    "--pool",
+    default="threads",
+    show_default=True,
+    type=click.Choice(["threads", "processes"]),
+    help="Where def task bodies run: threads of this process, or --concurrency long-lived "
+    "child processes (async def tasks keep their event loop here).",
+)
+@click.option(
+    "--max-jobs-per-child",
+    default=None,
+    type=click.IntRange(min=1),
+    help="--pool processes: jobs a child runs before it is replaced.",
+)
+@click.option(
+    "--max-memory-per-child",
+    default=None,
+    type=click.FloatRange(min=1),
+    help="--pool processes: MB of resident memory a child may hold (measured after each "
+    "job: replaced; while a job runs: killed, the job retried).",
+)
 @click.option("--worker-id", default=None, help="Unique worker id (default host:pid:random).")
 @click.option(
     "--log-level",
@@ -123,6 +144,9 @@ def worker(
     heartbeat: float | None,
     grace: float,
     free_requeues: int,
+    pool: str,
+    max_jobs_per_child: int | None,
+    max_memory_per_child: float | None,
     worker_id: str | None,
     log_level: str,
     log_format: str | None,
@@ -185,6 +209,9 @@ def worker(
             prune_interval=None if no_prune else prune_interval,
             rescue_after=rescue_after,
             loop_block_threshold=loop_block_threshold,
+            pool=pool,
+            max_jobs_per_child=max_jobs_per_child,
+            max_memory_per_child=max_memory_per_child,
         )
         if metrics_port is not None:
             from durq.worker.metrics import serve_metrics

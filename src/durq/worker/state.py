@@ -34,6 +34,7 @@ class Attempt:
     returned: bool = False  # the thread / coroutine is done
     abandoned: bool = False  # given back at shutdown, cancelled or expired: drop its outcome
     is_async: bool = False
+    in_pool: bool = False  # its body runs in a process-pool child (which enforces timeouts)
     timeout: float | None = None  # the task's timeout, seconds
     guard: BodyGuard = field(default_factory=BodyGuard)  # def bodies: where to raise
     task: Any = None  # async bodies: the asyncio.Task running it, once started on the loop

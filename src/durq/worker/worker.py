@@ -26,6 +26,8 @@ from durq.observability import events, tracing
 from durq.store import describe_url
 from durq.worker.executor import Executor
 from durq.worker.liveness import BEAT_INTERVAL, RESCUE_AFTER, Liveness
+from durq.worker.pool import ProcessPool
+from durq.worker.pool.protocol import DEPTH as POOL_DEPTH
 from durq.worker.prefetch import Prefetch, default_depth
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from durq.worker.runners import AsyncRunner, ThreadRunner
@@ -84,6 +86,15 @@ class Worker:
         loop_block_threshold: seconds the event loop of ``async def`` tasks may go
             without running a callback before it is reported blocked (event
             ``loop_blocked``; default 1.0; finite, above 0).
+        pool: where ``def`` task bodies run: ``"threads"`` (default) or ``"processes"``
+            (``concurrency`` long-lived child processes, each running one body at a time;
+            ``async def`` tasks keep their event loop in the worker). See
+            docs/features/pools.md.
+        max_jobs_per_child: with ``pool="processes"``: jobs a child runs before it is
+            replaced (default None: no limit).
+        max_memory_per_child: with ``pool="processes"``: MB of resident memory a child may
+            hold, measured after each job (over it: the child is replaced) and while a job
+            runs (over it: the child is killed, the job retried or failed).
 
     Raises:
         ConfigError: a bad option (see :func:`durq.checks.check_worker_timing` for the
@@ -109,6 +120,9 @@ class Worker:
         prune_interval: float | None = DEFAULT_PRUNE_INTERVAL,
         rescue_after: float | None = RESCUE_AFTER,
         loop_block_threshold: float = 1.0,
+        pool: str = "threads",
+        max_jobs_per_child: int | None = None,
+        max_memory_per_child: float | None = None,
     ) -> None:
         if not app.tasks:
             raise ConfigError("the app has no registered tasks; nothing to run")
@@ -133,6 +147,10 @@ class Worker:
             )
         if not 0 < loop_block_threshold < float("inf"):
             raise ConfigError(f"loop_block_threshold must be > 0 s, not {loop_block_threshold}")
+        if pool not in ("threads", "processes"):
+            raise ConfigError(f"pool must be 'threads' or 'processes', not {pool!r}")
+        if pool == "threads" and (max_jobs_per_child or max_memory_per_child):
+            raise ConfigError("max_jobs_per_child and max_memory_per_child need pool='processes'")
         self.app = app
         self.sweeper = attach_sweeper(self, app)  # deadlines: adds the tasks' hook tasks
         self.queues = list(queues or sorted({t.queue for t in app.tasks.values()}))
@@ -152,7 +170,9 @@ class Worker:
         self.claimer = Claimer(self)
         self.inflight = InFlight(concurrency, on_free=self.claimer.wake)
         self.stats = WorkerStats()
-        depth = default_depth(concurrency) if prefetch is None else prefetch
+        # a process pool's slots may grow to POOL_DEPTH per child: prefetch for those
+        held = concurrency * (POOL_DEPTH if pool == "processes" else 1)
+        depth = default_depth(held) if prefetch is None else prefetch
         self.prefetch = Prefetch(depth, concurrency)
         self.heartbeat = Heartbeat(self)
         self.liveness = Liveness(self, rescue_after, on_rescued=self.heartbeat.beat)
@@ -164,6 +184,19 @@ class Worker:
 
         self.scheduler = Scheduler(self)  # periodic jobs; started only when the app has some
         self._threads: ThreadRunner | None = None
+        self._pool: ProcessPool | None = None
+        self._pool_slots = concurrency
+        if pool == "processes":
+            self._pool = ProcessPool(
+                app,
+                self.executor,
+                concurrency,
+                self._pool_done,
+                partial(self.crashed, "pool"),
+                max_jobs_per_child=max_jobs_per_child,
+                max_memory_per_child=max_memory_per_child,
+                on_short=self._pool_short,
+            )
         self._async = AsyncRunner()
         self._stop_requested = threading.Event()
         self._stop_lock = threading.Lock()
@@ -210,6 +243,13 @@ class Worker:
             with contextlib.suppress(Exception):  # do not leave a phantom "live worker" behind
                 store.unregister_worker(self.id)
             raise
+        if self._pool is not None:
+            try:
+                self._pool.start()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    store.unregister_worker(self.id)
+                raise
         self._threads = ThreadRunner(self.concurrency)
         for service in (
             self.heartbeat, self.liveness, self.reaper, self.sweeper, self.claimer,
@@ -330,6 +370,8 @@ class Worker:
                     break
                 self.inflight.freed.wait(min(left, 0.1))
         abandoned = self.inflight.abandon_unreturned()
+        if self._pool is not None:  # bodies past the grace are killed before release
+            self._pool.close()
         self.claimer.stop(timeout=60.0)  # records the outcomes still waiting, then ends
         for attempt in abandoned:
             attempt.ctx.mark_lease_lost()
@@ -421,10 +463,11 @@ class Worker:
             _codec=self.app.store.codec,
             _will_retry=None if task is None else partial(self.executor.would_retry, job, task),
         )
+        in_pool = self._pool is not None and self._pool.runs(job.task)
         is_async = task is not None and task.is_async
-        attempt = Attempt(
-            job, ctx, is_async=is_async, timeout=None if task is None else task.timeout
-        )
+        # the pool enforces a timeout itself (it stops the child), so the attempt has none
+        timeout = None if task is None or in_pool else task.timeout
+        attempt = Attempt(job, ctx, is_async=is_async, timeout=timeout, in_pool=in_pool)
         self.inflight.add(attempt)
         if events.enabled(logging.DEBUG):  # one line per attempt at INFO: its outcome
             events.emit(
@@ -437,7 +480,10 @@ class Worker:
                 max_attempts=job.max_attempts,
                 worker_id=self.id,
             )
-        if task is not None and task.is_async:
+        if in_pool:  # the pool enforces the timeout itself
+            assert self._pool is not None
+            self._pool.submit(attempt)
+        elif task is not None and task.is_async:
             self._async.submit(lambda: self._run_async(attempt))
         else:
             assert self._threads is not None
@@ -498,7 +544,9 @@ class Worker:
         """Stop a running attempt's body: the one place that does, whatever the pool.
 
         ``def`` bodies get :class:`durq.Interrupted` raised in their thread
-        (:mod:`durq.worker.interrupt`), ``async def`` bodies are cancelled. Its slot and
+        (:mod:`durq.worker.interrupt`), ``async def`` bodies are cancelled, and a body in
+        the process pool has its child's process group stopped (SIGTERM, then SIGKILL:
+        :meth:`durq.worker.pool.ProcessPool.interrupt`). Its slot and
         lease stay held until the body has returned; a cancelled or expired attempt's
         outcome is then dropped, a timed-out one is written as ``timed_out``. Calling it
         again raises again (the timeouts service does, every 0.1 s, until the body is gone).
@@ -510,14 +558,39 @@ class Worker:
         Returns:
             False when the body had already returned (nothing to stop).
         """
+        first = attempt.interrupted is None
         if not self.inflight.mark_interrupted(attempt, reason, time.monotonic()):
             return False
         attempt.ctx.mark_interrupted(reason)
-        if not attempt.is_async:
+        if attempt.in_pool:
+            if first and self._pool is not None:  # the pool kills once; no raising again
+                self._pool.interrupt(attempt.job.id, reason)
+        elif not attempt.is_async:
             attempt.guard.interrupt(reason)
         elif attempt.task is not None:
             self._async.cancel(attempt.task)
         return True
+
+    def _pool_short(self, short: bool) -> None:
+        """While the pool's bodies are short, each child may hold a next job behind the
+        one it runs (POOL_DEPTH slots per child): the pipe's round trip is then hidden.
+        Slots shrink back only as they free, so free slots never go below zero."""
+        with self.inflight.lock:
+            target = self.concurrency * (POOL_DEPTH if short else 1)
+            self._pool_slots = target
+            self.inflight.slots = max(target, min(self.inflight.slots, self.inflight.busy))
+        if short:
+            self.claimer.wake()
+
+    def _pool_done(self, attempt: Attempt, outcome: Outcome) -> None:
+        """A body that ran in the process pool ended (its child reaped if it had to go)."""
+        self.prefetch.ran(time.monotonic() - attempt.started)
+        if self.inflight.slots > self._pool_slots:  # shrinking after short bodies
+            with self.inflight.lock:
+                self.inflight.slots = max(self._pool_slots, self.inflight.busy - 1)
+        if self.inflight.returned(attempt):
+            self.claimer.submit(attempt, outcome)
+        self.start_prefetched()
 
     @contextlib.contextmanager
     def _traced(self, attempt: Attempt) -> Iterator[Any]:
