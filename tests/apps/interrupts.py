@@ -66,3 +66,9 @@ async def spin_async() -> None:
         _mark(f"done-{job_id}")
     finally:
         _mark(f"stopped-{job_id}")
+
+
+@dq.task(queue="interrupts", max_attempts=1)
+def quick() -> str:
+    """Returns at once: shows a worker (or its pool) still runs jobs after a stop."""
+    return "ok"

@@ -175,6 +175,50 @@ def test_cancel_from_a_third_process_stops_the_running_body(
         wait_for(lambda: not Path(f"/proc/{pid}").exists(), 10, 0.05, "the child to go")
 
 
+def running(pid: int) -> bool:
+    """The process runs (a zombie waiting for whoever adopted it to reap it does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_cancel_from_a_third_process_stops_a_body_in_the_process_pool(
+    url: str, tmp_path: Path
+) -> None:
+    """Under ``--pool processes`` a cancel stops the body's child: its whole process group
+    goes (the subprocess the body started too), the job ends cancelled, the pool goes on."""
+    producer = durq.Durq(url)
+    try:
+        job = producer.enqueue("spin", {}, queue="interrupts")
+        after = producer.enqueue("quick", {}, queue="interrupts")
+    finally:
+        producer.close()
+    spec = {"app": "tests.apps.interrupts", "url": url, "log": tmp_path / "w.log",
+            "args": ("--concurrency", "1", "--pool", "processes"),
+            "env": {"DURQ_MARKS": str(tmp_path)}}  # fmt: skip
+    with workers(spec) as (worker,):
+        wait_for((tmp_path / f"started-{job.id}").exists, 60, 0.05, "the body to start")
+        pid = int((tmp_path / f"child-{job.id}").read_text())
+        returned_at = cancel_cli(url, job.id)
+        wait_for(lambda: not running(pid), 10, 0.02, "the body's group to go")
+        gone_at = time.time()
+        check = durq.Durq(url)
+        try:  # the pool replaced the child and runs the next job
+            wait_for(lambda: check.get(after.id).state == "succeeded", 60, 0.05, "the next job")
+            record = check.get(job.id)
+        finally:
+            check.close()
+        assert worker.proc.poll() is None
+    print(f"\nprocess pool: the body's group was gone {gone_at - returned_at:.3f} s after "
+          "`durq cancel` returned")  # fmt: skip
+    assert gone_at - returned_at < 5.0  # about 0.02 s here; bounded for a loaded machine
+    assert record.state == "cancelled"
+    assert not (tmp_path / f"done-{job.id}").exists()
+    assert "job_interrupted" in [e["event"] for e in worker.events()]
+
+
 def test_concurrency_one_with_a_timeout_never_runs_two_bodies_at_once(
     url: str, tmp_path: Path
 ) -> None:
