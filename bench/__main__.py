@@ -74,7 +74,7 @@ def plan(base: str, sizes: cases.Sizes) -> Plan:
             ),
         ),
     ]
-    out += workflows.plan(base, sizes.drain, sizes.chunk)  # issue 15's rows
+    out += workflows.plan(base, sizes)  # issue 15's rows
     return out
 
 
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                 sizes.concurrencies, machine["sqlite_default_synchronous"], sizes.as_dict()
             )
         )
-        sections.append(workflows.section(sizes.drain))
+        sections.append(workflows.section(sizes.drain, sizes.workflow_counted))
     pg_todo = pg_plan(args.dir, args.pg_url, sizes)
     pg_skipped: str | None = None
     if args.pg or any(not wanted or name in wanted for name, _ in pg_todo):

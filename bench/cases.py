@@ -51,6 +51,9 @@ class Sizes:
     dashboard_repeats: int = 21
     log_drain: int = 20_000
     log_concurrency: int = 4
+    # issue 15's rows (bench/workflows.py): interleaved rounds; jobs counted under callgrind
+    workflow_rounds: int = 3
+    workflow_counted: int = 2_000
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,6 +86,8 @@ QUICK = Sizes(
     dashboard_rows=50_000,
     dashboard_repeats=11,
     log_drain=5_000,
+    workflow_rounds=1,
+    workflow_counted=300,
 )
 
 
