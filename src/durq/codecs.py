@@ -92,6 +92,13 @@ class Encrypted:
                 raise ConfigError(f"key id {key_id!r} is given twice")
             self._ciphers[key_id] = AESGCM(_key_bytes(key_id, key))
         self.active = keys[0][0]
+        # per value, only the nonce and the AEAD call: the rest is worked out once here
+        from cryptography.exceptions import InvalidTag
+
+        self._invalid_tag = InvalidTag
+        self._seal = self._ciphers[self.active].encrypt
+        self._active_ad = self.active.encode()
+        self._active_prefix = f"{PREFIX}{self.active}:"
 
     @staticmethod
     def generate_key() -> str:
@@ -123,10 +130,8 @@ class Encrypted:
 
     def encode(self, text: str) -> str:
         nonce = os.urandom(12)
-        sealed = self._ciphers[self.active].encrypt(
-            nonce, text.encode("utf-8", "surrogatepass"), self.active.encode()
-        )
-        return f"{PREFIX}{self.active}:{base64.b64encode(nonce + sealed).decode()}"
+        sealed = self._seal(nonce, text.encode("utf-8", "surrogatepass"), self._active_ad)
+        return self._active_prefix + binascii.b2a_base64(nonce + sealed, newline=False).decode()
 
     def decode(self, stored: str) -> str:
         key_id = sealed_key(stored)
@@ -138,13 +143,11 @@ class Encrypted:
                 f"key {key_id} unavailable: the value was encrypted with key id {key_id!r}, "
                 f"which this process does not have (it has {sorted(self._ciphers)})"
             )
-        from cryptography.exceptions import InvalidTag
-
         body = stored[len(PREFIX) + len(key_id) + 1 :]
-        try:
-            raw = base64.b64decode(body, validate=True)
+        try:  # strict: what b64decode(validate=True) accepts, without its regular expression
+            raw = binascii.a2b_base64(body, strict_mode=True)
             plain = cipher.decrypt(raw[:12], raw[12:], key_id.encode())
-        except (binascii.Error, ValueError, InvalidTag):
+        except (binascii.Error, ValueError, self._invalid_tag):
             raise UndecodableValue(
                 f"a value under key {key_id!r} does not decrypt (damaged or tampered with)"
             ) from None
