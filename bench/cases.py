@@ -53,7 +53,7 @@ class Sizes:
     log_concurrency: int = 4
     # issue 15's rows (bench/workflows.py): interleaved rounds; jobs counted under callgrind
     workflow_rounds: int = 3
-    workflow_counted: int = 2_000
+    workflow_counted: int = 1_000
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

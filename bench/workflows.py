@@ -102,6 +102,32 @@ def run(base: str, name: str, n: int, chunk: int, concurrency: int) -> Figures:
     return {**figures, "jobs": jobs, "enqueue_seconds": seconds, "enqueue_rate": n / seconds}
 
 
+def serial_floor(base: str, n: int) -> float:
+    """The raw-SQL floor for a chain: ``n`` claim-and-complete cycles of one job per
+    transaction on durq's schema (bench/floor.py), the most a drain can do when each job
+    becomes runnable only once the one before it has committed."""
+    import sqlite3
+
+    from bench.floor import INSERT, _drain
+
+    with case_dir(base, "serial-floor") as d:
+        app = make_app(sqlite_url(d / "jobs.db"))
+        app.dq.store.migrate()
+        app.dq.close()
+        conn = sqlite3.connect(d / "jobs.db", isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("BEGIN IMMEDIATE")
+            for _ in range(n):
+                now = time.time()
+                conn.execute(INSERT, (now, now))
+            conn.execute("COMMIT")
+            return _drain(conn, n, 1)
+        finally:
+            conn.close()
+
+
 def count(base: str, name: str, n: int, chunk: int, concurrency: int) -> Figures:
     """Instructions per job: the worker child under callgrind, counting only ``Worker.run``."""
     with keyed(name), case_dir(base, f"{name}-callgrind") as d:
@@ -146,6 +172,8 @@ def measure(base: str, n: int, chunk: int, rounds: int, counted: int) -> Figures
             ratios.setdefault(f.name, []).append(got["rate"] / plain["rate"])
             if f.name in ("chain", "fan_in"):
                 enqueue.setdefault(f.name, []).append(got["enqueue_rate"])
+            if f.name == "chain":
+                rates.setdefault("serial_floor", []).append(serial_floor(base, n))
     out: Figures = {"jobs": n, "rounds": rounds, "all_rates": rates, "all_ratios": ratios}
     for key, values in rates.items():
         out[f"{key}_rate"] = median(values)
@@ -183,6 +211,7 @@ def plan(base: str, sizes: Any) -> list[tuple[str, Callable[[], Figures]]]:
 
 
 PLAIN_PEER = Peer("plain", "plain drain", "plain")
+FLOOR_PEER = Peer("floor1", "raw SQL, 1 job/tx", "floor 1/tx", floor=True)
 
 
 def section(n: int, counted: int) -> Section:
@@ -202,7 +231,11 @@ def section(n: int, counted: int) -> Section:
                 "ratio",
                 1 - f.bound,
                 ref=("workflows", f"{f.name}_ratio"),
-                peers={"plain": ("workflows", f"{f.name}_plain_rate")},
+                peers={
+                    "plain": ("workflows", f"{f.name}_plain_rate"),
+                    # a chain step cannot share its commit: the floor of one job per commit
+                    "floor1": ("workflows", "serial_floor_rate") if f.name == "chain" else None,
+                },
             )
         )
     for f in FEATURES:
@@ -222,10 +255,13 @@ def section(n: int, counted: int) -> Section:
         "workflows",
         "issue 15: workflows (SQLite, FULL; each drain beside a plain drain at the same "
         "concurrency)",
-        (PLAIN_PEER,),
+        (PLAIN_PEER, FLOOR_PEER),
         rows,
         "A dependency may cost at most 30 % of the plain drain rate, encryption 20 %, the "
-        "fair claim 25 %. jobs/s rows: the median of interleaved rounds; 'vs plain' is the "
+        "fair claim 25 %. A chain step runs only once the step before has committed, so "
+        "its drain is one commit per job, while the plain drain commits a batch at a time: "
+        "its other bound is the raw-SQL floor of one claim-and-complete per transaction. "
+        "jobs/s rows: the median of interleaved rounds; 'vs plain' is the "
         "median of each round's feature ÷ plain. instr rows: callgrind, Worker.run only; "
         "'vs plain' is plain ÷ feature (what the rate would be if CPU bound).",
         ratio_title="vs plain",
