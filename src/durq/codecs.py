@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -25,6 +26,39 @@ PREFIX = "durq:enc:v1:"
 
 #: The environment variable the CLI reads keys from: ``id=base64key,id2=base64key``.
 KEYS_ENV = "DURQ_KEYS"
+
+
+class _Nonces:
+    """Random 96-bit nonces cut from one ``os.urandom`` read of :data:`BATCH` of them.
+
+    ``os.urandom`` drops the GIL for its system call; once per value, it handed the GIL
+    to another thread of a busy worker and the job's thread then waited for it back (the
+    encrypted drain ran at ~60 % of the plain one at ~91 % of its instructions). The bytes
+    are the same kernel randomness, each used once; a forked child drops the parent's rest
+    (``os.register_at_fork``), so two processes never share a nonce.
+    """
+
+    BATCH = 256
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._lock = threading.Lock()
+        self._buffer = b""
+        self._at = 0
+
+    def take(self) -> bytes:
+        with self._lock:
+            if self._at >= len(self._buffer):
+                self._buffer, self._at = os.urandom(12 * self.BATCH), 0
+            at = self._at
+            self._at = at + 12
+            return self._buffer[at : at + 12]
+
+
+_NONCES = _Nonces()
+os.register_at_fork(after_in_child=_NONCES.reset)
 
 
 class UndecodableValue(DurqError):
@@ -129,7 +163,7 @@ class Encrypted:
         return f"{PREFIX}{self.active}:"
 
     def encode(self, text: str) -> str:
-        nonce = os.urandom(12)
+        nonce = _NONCES.take()
         sealed = self._seal(nonce, text.encode("utf-8", "surrogatepass"), self._active_ad)
         return self._active_prefix + binascii.b2a_base64(nonce + sealed, newline=False).decode()
 
