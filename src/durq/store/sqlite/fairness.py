@@ -83,8 +83,11 @@ RETURNING id, queue, task, payload, CAST(attempts AS INTEGER), CAST(max_attempts
 
 LAST_TURN = "SELECT coalesce(max(turn), 0) FROM fair_turns WHERE queue = :queue"
 
+# One statement for a round's stamps (each statement run lets the GIL go for its step).
 STAMP_TURN = """
-INSERT INTO fair_turns (queue, fair_key, turn) VALUES (?, ?, ?)
+INSERT INTO fair_turns (queue, fair_key, turn)
+SELECT :queue, json_extract(value, '$[0]'), json_extract(value, '$[1]')
+FROM json_each(:turns) WHERE true
 ON CONFLICT (queue, fair_key) DO UPDATE SET turn = excluded.turn
 """
 
@@ -121,8 +124,9 @@ class FairnessMixin(SqliteBase):
             turns = []
             for key in [r[0] for r in chosen if rows] + behind:
                 tick += 1
-                turns.append((params["queue"], key, tick))
-            conn.executemany(STAMP_TURN, turns)
+                turns.append((key, tick))
+            if turns:
+                conn.execute(STAMP_TURN, {"queue": params["queue"], "turns": json.dumps(turns)})
             if not rows:
                 break
             by_id = {r[0]: r for r in rows}
