@@ -343,7 +343,7 @@ def _nonce(stored: str) -> bytes:
 
 
 def test_nonces_are_never_reused_across_threads_or_a_fork() -> None:
-    # nonces come from one os.urandom read per 256 values (durq/codecs.py: _Nonces)
+    # nonces come from one os.urandom read per 256 values and thread (durq/codecs.py: _Nonces)
     codec = Encrypted([("k1", Encrypted.generate_key())])
     seen: list[bytes] = []
     lock = threading.Lock()
