@@ -84,7 +84,7 @@ def plan(base: str, sizes: cases.Sizes) -> Plan:
             ),
         ),
     ]
-    out += workflows.plan(base, sizes.drain, sizes.chunk)  # issue 15's rows
+    out += workflows.plan(base, sizes)  # issue 15's rows
     out += recovery.plan(base)  # issue 11: recovery after kill -9
     out += pools.plan(base, sizes.drain, sizes.chunk, sizes.cpu_jobs, sizes.pool_rounds)
     return out
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                 sizes.concurrencies, machine["sqlite_default_synchronous"], sizes.as_dict()
             )
         )
-        sections.append(workflows.section(sizes.drain))
+        sections.append(workflows.section(sizes.drain, sizes.workflow_counted))
         sections.append(recovery.section())
         sections.append(pools.section(sizes.drain))
     pg_todo = pg_plan(args.dir, args.pg_url, sizes)

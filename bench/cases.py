@@ -54,6 +54,9 @@ class Sizes:
     # process pool (bench/pools.py)
     cpu_jobs: int = 200
     pool_rounds: int = 3
+    # issue 15's rows (bench/workflows.py): interleaved rounds; jobs counted under callgrind
+    workflow_rounds: int = 3
+    workflow_counted: int = 1_000
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,6 +91,8 @@ QUICK = Sizes(
     log_drain=5_000,
     cpu_jobs=60,
     pool_rounds=1,
+    workflow_rounds=1,
+    workflow_counted=300,
 )
 
 

@@ -146,6 +146,7 @@ class Child:
     args: list[str]
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)
+    prefix: list[str] = field(default_factory=list)  # e.g. valgrind and its options
     proc: subprocess.Popen[str] | None = None
     _lines: queue.Queue[str | None] = field(default_factory=queue.Queue)
     _log: IO[str] | None = None
@@ -158,7 +159,7 @@ class Child:
         )
         self._log = open(self.log_path, "w", encoding="utf-8")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", self.module, *self.args],
+            [*self.prefix, sys.executable, "-m", self.module, *self.args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,

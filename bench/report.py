@@ -20,7 +20,8 @@ class Row:
 
     ``durq`` and the values of ``peers`` (keyed by :attr:`Peer.key`) are ``(case, field)``
     references into the results; ``op``/``bound`` is the target (``>=``, ``<=``, ``<``;
-    ``within`` compares with the ``ref`` row's durq figure).
+    ``within`` compares with the ``ref`` row's durq figure; ``ratio``: the figure at ``ref``
+    is already a ratio to a reference, at least ``bound``, and is shown in the ratio column).
     """
 
     metric: str
@@ -54,6 +55,7 @@ class Section:
     peers: tuple[Peer, ...]
     rows: list[Row]
     note: str
+    ratio_title: str = "durq/best peer"  # the header of the ratio column
 
 
 SQLITE_PEERS = (
@@ -364,6 +366,10 @@ def verdict(row: Row, results: Results) -> tuple[str, bool | None]:
     got = value(results, row.durq)
     if not row.op:
         return "", None
+    if row.op == "ratio":
+        ratio_value = value(results, row.ref)
+        text = f"≥ {row.bound:.0%} of plain"
+        return text, None if ratio_value is None else ratio_value >= row.bound
     if row.op == "within":
         ref = value(results, row.ref)
         text = f"≥ {1 - row.bound:.0%} of row above"
@@ -398,6 +404,8 @@ def fmt(x: float | None, unit: str) -> str:
         return f"{x:,.0f}"
     if unit in ("ms", "x"):
         return f"{x:.2f}"
+    if unit == "instr":
+        return f"{x:,.0f}"
     return f"{x:.1f}"
 
 
@@ -430,6 +438,8 @@ def table_rows(results: Results, section: Section) -> list[dict[str, Any]]:
         name, best = best_peer(row, section, results)
         item["best_peer"] = name
         item["ratio_best_peer"] = item["durq"] / best if item["durq"] and best else None
+        if row.op == "ratio":
+            item["ratio"] = value(results, row.ref)
         item["error"] = (results.get(row.durq[0]) or {}).get("error")
         out.append(item)
     return out
@@ -496,7 +506,7 @@ def render_section(console: Console, results: Results, section: Section) -> None
     t.add_column("pass", justify="center")
     for peer in section.peers:
         t.add_column(peer.title, justify="right")
-    t.add_column("durq/best peer", justify="right")
+    t.add_column(section.ratio_title, justify="right")
     for peer in section.peers:
         if peer.floor:
             t.add_column(f"durq/{peer.short}", justify="right")
@@ -514,6 +524,10 @@ def render_section(console: Console, results: Results, section: Section) -> None
             for ref, x in zip(refs, figures, strict=True)
         ]
         best = best_peer(row, section, results)
+        shown = ratio(got, best[1]) + (f" ({best[0]})" if best[0] else "")
+        if row.op == "ratio":  # a paired ratio, not durq ÷ the peer's median
+            paired = value(results, row.ref)
+            shown = "—" if paired is None else f"{paired:.2f}x"
         t.add_row(
             row.metric,
             row.unit,
@@ -521,7 +535,7 @@ def render_section(console: Console, results: Results, section: Section) -> None
             target,
             mark,
             *cells,
-            ratio(got, best[1]) + (f" ({best[0]})" if best[0] else ""),
+            shown,
             *(ratio(got, x) for p, x in zip(section.peers, figures, strict=True) if p.floor),
         )
     console.print(t)

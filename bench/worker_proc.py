@@ -10,6 +10,9 @@ Modes:
   (or closes stdin), then print ``{"event": "stopped", ...}``.
 
 ``--profile FILE`` profiles every thread with cProfile and writes the merged stats there.
+``--callgrind`` (drain, the child runs under ``valgrind --tool=callgrind``): zero the
+counters just before ``Worker.run`` and dump them when it returns (``callgrind_control``),
+so the dump counts the drain alone (bench/workflows.py).
 ``--go`` (drain): print ``{"event": "ready"}`` once the store is open, then wait for a
 ``go`` line on stdin before starting the clock, so that several worker processes can start
 together after their imports.
@@ -77,6 +80,9 @@ def main() -> None:
     )
     parser.add_argument("--go", action="store_true", help="drain: start on a `go` line")
     parser.add_argument(
+        "--callgrind", action="store_true", help="drain: count only Worker.run (callgrind)"
+    )
+    parser.add_argument(
         "--log-level",
         default="warning",
         choices=("debug", "info", "warning", "error"),
@@ -92,7 +98,15 @@ def main() -> None:
         parser.error(f"give --url or set {URL_ENV}")
     try:
         if args.mode == "drain":
-            drain(args.url, args.concurrency, args.expect, args.profile, args.go, args.pool)
+            drain(
+                args.url,
+                args.concurrency,
+                args.expect,
+                args.profile,
+                args.go,
+                args.pool,
+                args.callgrind,
+            )
         else:
             serve(args.url, args.concurrency)
     except Exception as exc:
@@ -101,7 +115,13 @@ def main() -> None:
 
 
 def drain(
-    url: str, concurrency: int, expect: int, profile: str | None, go: bool, pool: str | None
+    url: str,
+    concurrency: int,
+    expect: int,
+    profile: str | None,
+    go: bool,
+    pool: str | None,
+    counted: bool = False,
 ) -> None:
     if pool is None:
         app: Any = make_app(url)
@@ -120,10 +140,14 @@ def drain(
     profiler = AllThreads() if profile else None
     if profiler is not None:
         profiler.start()
+    if counted:
+        callgrind("-z")  # zero: imports, the store's opening and the worker's set-up left out
     started = time.time()
     cpu0 = time.process_time()
     code = worker.run(install_signals=False, stop_when_idle=True)
     returned = time.time()
+    if counted:
+        callgrind("-d", "drain")  # dump: the first dump file holds the drain alone
     cpu = time.process_time() - cpu0
     if profiler is not None and profile is not None:
         profiler.dump(profile)
@@ -150,6 +174,15 @@ def drain(
         }
     )
     app.dq.close()
+
+
+def callgrind(*command: str) -> None:
+    """Send a command to the callgrind this process runs under; returns once it is done."""
+    import subprocess
+
+    subprocess.run(
+        ["callgrind_control", *command, str(os.getpid())], check=True, capture_output=True
+    )
 
 
 def wait_for_go() -> bool:

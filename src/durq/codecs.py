@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -25,6 +26,39 @@ PREFIX = "durq:enc:v1:"
 
 #: The environment variable the CLI reads keys from: ``id=base64key,id2=base64key``.
 KEYS_ENV = "DURQ_KEYS"
+
+
+class _Nonces:
+    """Random 96-bit nonces cut from ``os.urandom`` reads of :data:`BATCH` of them, one
+    buffer per thread.
+
+    ``os.urandom`` drops the GIL for its system call; once per value, it handed the GIL
+    to another thread of a busy worker and the job's thread then waited for it back (the
+    encrypted drain ran at ~60 % of the plain one at ~90 % of its instructions). A lock
+    around one shared buffer did the same whenever two threads met at it; a buffer per
+    thread needs none. The bytes are the same kernel randomness, each used once; a forked
+    child drops every buffer (``os.register_at_fork``), so two processes never share one.
+    """
+
+    BATCH = 256
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._local = threading.local()
+
+    def take(self) -> bytes:
+        local = self._local
+        at = getattr(local, "at", None)
+        if at is None or at >= len(local.buffer):
+            local.buffer, at = os.urandom(12 * self.BATCH), 0
+        local.at = at + 12
+        return bytes(local.buffer[at : at + 12])
+
+
+_NONCES = _Nonces()
+os.register_at_fork(after_in_child=_NONCES.reset)
 
 
 class UndecodableValue(DurqError):
@@ -92,6 +126,13 @@ class Encrypted:
                 raise ConfigError(f"key id {key_id!r} is given twice")
             self._ciphers[key_id] = AESGCM(_key_bytes(key_id, key))
         self.active = keys[0][0]
+        # per value, only the nonce and the AEAD call: the rest is worked out once here
+        from cryptography.exceptions import InvalidTag
+
+        self._invalid_tag = InvalidTag
+        self._seal = self._ciphers[self.active].encrypt
+        self._active_ad = self.active.encode()
+        self._active_prefix = f"{PREFIX}{self.active}:"
 
     @staticmethod
     def generate_key() -> str:
@@ -122,11 +163,9 @@ class Encrypted:
         return f"{PREFIX}{self.active}:"
 
     def encode(self, text: str) -> str:
-        nonce = os.urandom(12)
-        sealed = self._ciphers[self.active].encrypt(
-            nonce, text.encode("utf-8", "surrogatepass"), self.active.encode()
-        )
-        return f"{PREFIX}{self.active}:{base64.b64encode(nonce + sealed).decode()}"
+        nonce = _NONCES.take()
+        sealed = self._seal(nonce, text.encode("utf-8", "surrogatepass"), self._active_ad)
+        return self._active_prefix + binascii.b2a_base64(nonce + sealed, newline=False).decode()
 
     def decode(self, stored: str) -> str:
         key_id = sealed_key(stored)
@@ -138,13 +177,11 @@ class Encrypted:
                 f"key {key_id} unavailable: the value was encrypted with key id {key_id!r}, "
                 f"which this process does not have (it has {sorted(self._ciphers)})"
             )
-        from cryptography.exceptions import InvalidTag
-
         body = stored[len(PREFIX) + len(key_id) + 1 :]
-        try:
-            raw = base64.b64decode(body, validate=True)
+        try:  # strict: what b64decode(validate=True) accepts, without its regular expression
+            raw = binascii.a2b_base64(body, strict_mode=True)
             plain = cipher.decrypt(raw[:12], raw[12:], key_id.encode())
-        except (binascii.Error, ValueError, InvalidTag):
+        except (binascii.Error, ValueError, self._invalid_tag):
             raise UndecodableValue(
                 f"a value under key {key_id!r} does not decrypt (damaged or tampered with)"
             ) from None

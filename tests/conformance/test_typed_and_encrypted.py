@@ -3,6 +3,7 @@ backend."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import datetime as dt
 import enum
@@ -10,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -334,3 +336,39 @@ def test_the_cli_shows_encrypted_without_the_key_and_the_value_with_it(backend_u
 
     assert show({}) == "encrypted (key k1)"
     assert show({"DURQ_KEYS": f"k1={K1}"}) == {"secret": "MARKER-cli"}
+
+
+def _nonce(stored: str) -> bytes:
+    return base64.b64decode(stored.rsplit(":", 1)[1])[:12]
+
+
+def test_nonces_are_never_reused_across_threads_or_a_fork() -> None:
+    # nonces come from one os.urandom read per 256 values and thread (durq/codecs.py: _Nonces)
+    codec = Encrypted([("k1", Encrypted.generate_key())])
+    seen: list[bytes] = []
+    lock = threading.Lock()
+
+    def seal() -> None:
+        mine = [_nonce(codec.encode("{}")) for _ in range(1000)]
+        with lock:
+            seen.extend(mine)
+
+    threads = [threading.Thread(target=seal) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(seen)) == len(seen) == 4000
+    codec.encode("{}")  # the buffer now holds unused nonces a fork would copy
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            os.write(write, _nonce(codec.encode("{}")))
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read, "rb") as fh:
+        child = fh.read()
+    assert len(child) == 12 and child != _nonce(codec.encode("{}"))

@@ -107,7 +107,9 @@ class Claimer(Service):
             w.start_prefetched()
             free = w.inflight.free_slots() if self._claiming else 0
             room = w.prefetch.room() if self._claiming else 0
-            claim_now = free + room > 0 and want
+            # outcomes may make jobs runnable (a chain's next step, a fan-in's child): claim
+            # in their transaction, not one poll later in a transaction of its own
+            claim_now = free + room > 0 and (want or bool(batch))
             if not batch and not claim_now:
                 if self.stopping and self.outcomes.empty():
                     return

@@ -2,18 +2,41 @@
 SQLite's (store/sqlite/fairness.py), in their own transaction, with the heads locked ``FOR
 UPDATE SKIP LOCKED`` so that two workers never take one job. The hot claim leaves fair
 jobs out and returns a marker row (id -1) when the queue has some ready, as it does for
-limited jobs; a queue without fair jobs costs nothing more."""
+limited jobs; a queue without fair jobs costs nothing more.
+
+As on SQLite, a round reads ``fair_turns`` in turn order (the enqueue makes each new key's
+row) and looks up heads only for the keys it needs plus ``WINDOW_SLACK`` (``TURN_HEADS``);
+keys met without a ready job go to the back; the full scan of every queued key
+(``FAIR_HEADS``) runs when that window comes up short and every ``FULL_SCAN_EVERY``-th
+fair claim of a store."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
+
 from durq.model import Claimed
 from durq.store.postgres.base import PostgresBase
 from durq.store.postgres.connection import render
 
 MAX_KEYS = 1000
+WINDOW_SLACK = 16
+FULL_SCAN_EVERY = 16
+
+# The keys with the lowest turns and their head jobs (None: nothing ready for this claim).
+TURN_HEADS = """
+SELECT t.fair_key,
+       (SELECT id FROM {s}.jobs
+        WHERE state = 'queued' AND queue = %(queue)s AND fair_key = t.fair_key
+          AND run_at <= {s}.epoch(%(at)s) AND task = ANY(%(tasks)s::text[])
+          AND limit_key IS NULL
+        ORDER BY priority, run_at, id LIMIT 1),
+       t.turn
+FROM (SELECT fair_key, turn FROM {s}.fair_turns WHERE queue = %(queue)s
+      ORDER BY turn, fair_key LIMIT %(window)s) AS t
+"""
 
 FAIR_HEADS = """
 WITH RECURSIVE keys(k) AS (
@@ -61,6 +84,8 @@ ON CONFLICT (queue, fair_key) DO UPDATE SET turn = excluded.turn
 class FairnessMixin(PostgresBase):
     """The fair pass of the claim."""
 
+    _fair_claims = 0  # fair claims this store made (every FULL_SCAN_EVERY-th: the full scan)
+
     def _claim_fair(
         self, queue: str, tasks: Sequence[str], limit: int, lease: float, worker_id: str
     ) -> list[Claimed]:
@@ -71,27 +96,46 @@ class FairnessMixin(PostgresBase):
             "worker_id": worker_id, "max_keys": MAX_KEYS,
         }  # fmt: skip
         claimed: list[Claimed] = []
+        self._fair_claims += 1
+        full = self._fair_claims % FULL_SCAN_EVERY == 0
         with self._tx() as conn:
             while len(claimed) < limit:
-                heads = [r for r in conn.execute(render(FAIR_HEADS, schema), params) if r[1]]
-                heads.sort(key=lambda r: (r[2], r[1]))
+                heads, behind = self._fair_heads(conn, params, limit - len(claimed), full)
+                full = False
                 chosen = heads[: limit - len(claimed)]
-                if not chosen:
-                    break
-                rows = conn.execute(
-                    render(CLAIM_IDS, schema), {**params, "ids": [r[1] for r in chosen]}
-                ).fetchall()
-                if not rows:
-                    break  # another worker holds these heads: its commit moves them on
+                rows: list[Any] = []
+                if chosen:
+                    rows = conn.execute(
+                        render(CLAIM_IDS, schema), {**params, "ids": [r[1] for r in chosen]}
+                    ).fetchall()
                 got = {int(r[0]): r for r in rows}
                 order = [int(h[1]) for h in chosen if int(h[1]) in got]
-                conn.execute(
-                    render(STAMP_TURNS, schema),
-                    {**params, "keys": [got[i][11] for i in order]},
-                )
+                keys = list(dict.fromkeys([got[i][11] for i in order] + behind))  # once each
+                if keys:
+                    conn.execute(render(STAMP_TURNS, schema), {**params, "keys": keys})
+                if not rows:
+                    break  # nothing ready, or another worker holds these heads
                 claimed.extend(
                     Claimed(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]),
                             int(r[7]), r[10], float(r[9]))
                     for r in (got[i] for i in order)
                 )  # fmt: skip
         return claimed
+
+    def _fair_heads(
+        self, conn: psycopg.Connection[Any], params: dict[str, Any], need: int, full: bool
+    ) -> tuple[list[Any], list[str]]:
+        """The (key, head id, turn) rows to serve, lowest turn first, and the keys met
+        without a ready job (to go to the back of the turns)."""
+        schema = self.options.schema
+        behind: list[str] = []
+        if not full:
+            window = need + WINDOW_SLACK
+            rows = conn.execute(render(TURN_HEADS, schema), {**params, "window": window}).fetchall()
+            heads = [r for r in rows if r[1] is not None]
+            behind = [r[0] for r in rows if r[1] is None]
+            if len(heads) >= need or len(rows) < window:  # enough, or every key seen
+                return heads, behind
+        heads = [r for r in conn.execute(render(FAIR_HEADS, schema), params) if r[1]]
+        heads.sort(key=lambda r: (r[2], r[1]))
+        return heads, behind

@@ -12,6 +12,10 @@ from durq.model import Edge, Inserted, NewJob, ParentResult
 from durq.store.sqlite import dependencies as deps
 from durq.store.sqlite.base import SqliteBase
 
+# A fair key's turn row, made by the enqueue (turn 0: a new key is served first), so that a
+# fair claim finds the keys in turn order (store/sqlite/fairness.py).
+ADD_TURN = "INSERT OR IGNORE INTO fair_turns (queue, fair_key, turn) VALUES (?, ?, 0)"
+
 SET_WORKFLOW = """
 UPDATE jobs SET unique_key = :unique_key,
                 unique_until = CASE WHEN :period IS NULL THEN NULL ELSE created_at + :period END,
@@ -75,9 +79,12 @@ class WorkflowsMixin(SqliteBase):
         if not any(job.has_workflow for job in jobs):
             return
         tags: list[tuple[str, int]] = []
+        turns: set[tuple[str, str]] = set()  # the fair keys' turn rows (store/sqlite/fairness.py)
         for job, ins in zip(jobs, out, strict=True):
             if not ins.created:
                 continue
+            if job.fair_key is not None:
+                turns.add((job.queue, job.fair_key))
             if job.unique_key is not None or job.fair_key is not None:
                 conn.execute(
                     SET_WORKFLOW,
@@ -91,6 +98,8 @@ class WorkflowsMixin(SqliteBase):
             tags.extend((tag, ins.id) for tag in job.tags)
         if tags:
             conn.executemany(INSERT_TAG, tags)
+        if turns:
+            conn.executemany(ADD_TURN, sorted(turns))
         if any(job.parents for job in jobs):
             deps.add_parents(conn, jobs, out, self.now(), self.codec)
 
