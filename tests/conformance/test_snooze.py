@@ -47,6 +47,8 @@ def test_a_snooze_spends_no_attempt_and_runs_after_its_delay(app: durq.Durq, clo
     assert (got.state, got.attempts, got.snoozes) == ("scheduled", 1, 1)
     assert got.run_at == pytest.approx(clock.now + 86400)
     assert [e.kind for e in got.errors] == ["transient", "snoozed"]
+    # the snoozed attempt keeps its start and lease holder in the history, as a retry does
+    assert [(e.worker_id, e.started_at is not None) for e in got.errors] == [("w1", True)] * 2
     clock.advance(86399)
     assert app.store.claim("default", ["work"], 1, LEASE, "w1") == []
     clock.advance(2)

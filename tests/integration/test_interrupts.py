@@ -208,6 +208,7 @@ def test_cancel_from_a_third_process_stops_a_body_in_the_process_pool(
         try:  # the pool replaced the child and runs the next job
             wait_for(lambda: check.get(after.id).state == "succeeded", 60, 0.05, "the next job")
             record = check.get(job.id)
+            pools = {d.report.pool for d in check.store.worker_details()}  # `durq workers`
         finally:
             check.close()
         assert worker.proc.poll() is None
@@ -217,6 +218,7 @@ def test_cancel_from_a_third_process_stops_a_body_in_the_process_pool(
     assert record.state == "cancelled"
     assert not (tmp_path / f"done-{job.id}").exists()
     assert "job_interrupted" in [e["event"] for e in worker.events()]
+    assert pools == {"processes"}
 
 
 def test_concurrency_one_with_a_timeout_never_runs_two_bodies_at_once(

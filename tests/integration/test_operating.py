@@ -64,7 +64,7 @@ def test_log_formats_and_tracebacks(tmp_path: Path, url: str, fmt: str) -> None:
     shown = cli("jobs", "show", str(bad), url=url)
     assert "Traceback (most recent call last)" in shown.stdout
     assert "ValueError: boom: disk <full>" in shown.stdout
-    assert "why: it is failed" in shown.stdout
+    assert "why: it failed for good" in shown.stdout
     as_json = json.loads(cli("jobs", "show", str(bad), "--json", url=url).stdout)
     assert (
         "Traceback" in as_json["errors"][0]["traceback"] and as_json["why"]["cause"] == "finished"

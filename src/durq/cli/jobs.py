@@ -193,7 +193,8 @@ def _with_tag(db: str, job_ids: tuple[int, ...], tag: str | None, verb: str) -> 
     goes through the same per-job call as a listed id)."""
     if tag is None:
         if not job_ids:
-            fail(f"give job ids or --tag to {verb}", EXIT_USAGE)
+            also = ", --tag or --state" if verb == "retry" else " or --tag"
+            fail(f"give job ids{also} to {verb}", EXIT_USAGE)
         return job_ids
     try:
         app = open_existing(db)

@@ -31,7 +31,7 @@ class WorkerReport:
     """What a worker writes about itself at each beat.
 
     Attributes:
-        pool: how it runs attempts (``threads`` today).
+        pool: where its ``def`` bodies run: ``"threads"`` or ``"processes"`` (``--pool``).
         concurrency: attempts at once.
         version: the durq version it runs.
         in_hand: the jobs it holds now.

@@ -64,8 +64,10 @@ def why_not_running(job: JobRecord, facts: WhyFacts) -> Why:
     :meth:`durq.store.base.Store.why_facts` in the same moment. Never raises."""
     now = facts.now
     if job.state in ("succeeded", "failed", "cancelled", "expired"):
-        return Why("finished", f"it is {job.state} (finished {clock(job.finished_at)}); "
-                   + ("retry it to run it again." if job.state != "succeeded" else "nothing to run."))  # fmt: skip
+        ended = {"succeeded": "it succeeded", "failed": "it failed for good",
+                 "cancelled": "it was cancelled", "expired": "it expired"}[job.state]  # fmt: skip
+        return Why("finished", f"{ended} (finished {clock(job.finished_at)}); "
+                   "`durq retry` runs it again with a fresh attempt budget.")  # fmt: skip
     if job.state == "running":
         worker = job.worker_id or "?"
         if facts.holder_alive:

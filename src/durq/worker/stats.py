@@ -55,9 +55,12 @@ class WorkerStats:
             for observer in self.observers:
                 observer(attempt, outcome, applied, ran)
 
-    def report(self, inflight: InFlight, concurrency: int, now: float) -> WorkerReport:
-        """The report for the store: the jobs in hand (their start on the store's clock
-        ``now``, epoch seconds), concurrency, version and the counters."""
+    def report(
+        self, inflight: InFlight, concurrency: int, now: float, pool: str = "threads"
+    ) -> WorkerReport:
+        """The report for the store: the pool (``"threads"`` or ``"processes"``), the jobs
+        in hand (their start on the store's clock ``now``, epoch seconds), concurrency,
+        version and the counters."""
         mono = time.monotonic()
         with inflight.lock:
             held = [
@@ -66,7 +69,7 @@ class WorkerStats:
                 if not a.settled
             ]
         held.sort(key=lambda h: h.started_at)
-        return WorkerReport("threads", concurrency, VERSION, tuple(held), self.done, self.failed)
+        return WorkerReport(pool, concurrency, VERSION, tuple(held), self.done, self.failed)
 
 
 VERSION = durq_version()

@@ -186,6 +186,7 @@ class Worker:
         self._threads: ThreadRunner | None = None
         self._pool: ProcessPool | None = None
         self._pool_slots = concurrency
+        self.pool = pool
         if pool == "processes":
             self._pool = ProcessPool(
                 app,
@@ -235,6 +236,17 @@ class Worker:
                 self.lease,
             )
         )
+        # the first line names the database, before the first reap or sweep logs anything
+        events.emit(
+            events.WORKER_STARTED,
+            worker_id=self.id,
+            queues=self.queues,
+            tasks=self.task_names,
+            concurrency=self.concurrency,
+            pool=self.pool,
+            lease=self.lease,
+            url=describe_url(self.app.url),
+        )
         try:
             store.report_worker(self.id, self.self_report())
             self.reaper.reap_once()
@@ -262,15 +274,6 @@ class Worker:
         if self.app.periodics:
             self.scheduler.start()
         self._started = True
-        events.emit(
-            events.WORKER_STARTED,
-            worker_id=self.id,
-            queues=self.queues,
-            tasks=self.task_names,
-            concurrency=self.concurrency,
-            lease=self.lease,
-            url=describe_url(self.app.url),
-        )
 
     def run(self, *, install_signals: bool = True, stop_when_idle: bool = False) -> int:
         """Start, serve until a signal, :meth:`request_stop` or a crash, then shut down.
@@ -315,7 +318,7 @@ class Worker:
 
     def self_report(self) -> WorkerReport:
         """What this worker writes about itself at each beat (see durq.worker.stats)."""
-        return self.stats.report(self.inflight, self.concurrency, self.app.store.now())
+        return self.stats.report(self.inflight, self.concurrency, self.app.store.now(), self.pool)
 
     def loop_blocked_for(self, now: float) -> float:
         """Seconds the event loop of ``async def`` tasks has run no callback (``now``:

@@ -152,7 +152,7 @@ SET state = CASE WHEN {_SNOOZES_LEFT} THEN 'queued' ELSE 'failed' END,
                     ELSE attempts END,
     snoozes = CASE WHEN {_SNOOZES_LEFT} THEN snoozes + 1 ELSE snoozes END,
     run_at = CASE WHEN {_SNOOZES_LEFT} THEN :run_at ELSE run_at END,
-    errors = json_insert({HISTORY}, '$[#]', CASE WHEN {_SNOOZES_LEFT} THEN json(:error)
+    errors = json_insert({HISTORY}, '$[#]', CASE WHEN {_SNOOZES_LEFT} THEN {WITH_ATTEMPT}
         ELSE json_object('attempt', attempts, 'at', :now, 'type', 'SnoozeLimit',
             'message', 'snoozed ' || snoozes || ' times, the most its task allows '
                        || '(max_snoozes=' || :max_snoozes || '); the job fails',
@@ -228,7 +228,7 @@ SET state = 'queued', attempts = 0, shutdown_requeues = 0, snoozes = 0, run_at =
     worker_id = NULL,
     errors = json_insert({HISTORY}, '$[#]', json_object(
         'attempt', attempts, 'at', :now, 'type', 'Replayed',
-        'message', 'replayed: the job was ' || state || ' after ' || attempts
+        'message', 'the job was ' || state || ' after ' || attempts
                    || ' attempt(s); it runs again with a fresh budget of ' || max_attempts,
         'traceback', '', 'kind', 'replayed')),
     deadline = CASE WHEN deadline <= :now THEN NULL ELSE deadline END  -- else it re-expires
