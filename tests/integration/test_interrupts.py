@@ -187,8 +187,9 @@ def running(pid: int) -> bool:
 def test_cancel_from_a_third_process_stops_a_body_in_the_process_pool(
     url: str, tmp_path: Path
 ) -> None:
-    """Under ``--pool processes`` a cancel stops the body's child: its whole process group
-    goes (the subprocess the body started too), the job ends cancelled, the pool goes on."""
+    """Under ``--pool processes`` a cancel stops the body's child: the body gets
+    ``durq.Interrupted`` (its ``finally`` runs), its whole process group goes (the
+    subprocess the body started too), the job ends cancelled, the pool goes on."""
     producer = durq.Durq(url)
     try:
         job = producer.enqueue("spin", {}, queue="interrupts")
@@ -215,6 +216,8 @@ def test_cancel_from_a_third_process_stops_a_body_in_the_process_pool(
     print(f"\nprocess pool: the body's group was gone {gone_at - returned_at:.3f} s after "
           "`durq cancel` returned")  # fmt: skip
     assert gone_at - returned_at < 5.0  # about 0.02 s here; bounded for a loaded machine
+    # the body got durq.Interrupted in its child: its finally ran, with the reason told
+    assert (tmp_path / f"stopped-{job.id}").exists()
     assert record.state == "cancelled"
     assert not (tmp_path / f"done-{job.id}").exists()
     assert "job_interrupted" in [e["event"] for e in worker.events()]

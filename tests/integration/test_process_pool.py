@@ -188,7 +188,9 @@ def test_max_jobs_per_child_recycles(db_url: str, tmp_path: Path) -> None:
     with workers(pool_worker(db_url, tmp_path, "-c", "1", "--max-jobs-per-child", "2")) as (w,):
         wait_done(app, ids, 120)
         pids = [app.get(i).result for i in ids]
-        assert len(set(pids)) == 5, pids  # a new child every 2 jobs
+        # no child ran more than 2 jobs (one may run fewer: a job queued behind a body can
+        # be handed to the next child), so 10 jobs took at least 5 children
+        assert max(pids.count(p) for p in pids) <= 2 and len(set(pids)) >= 5, pids
         assert w.pid not in pids
         wait_for(lambda: len(children_of(w.pid)) == 1, 60, what="one child")
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from durq.classify import describe
 from durq.context import JobContext
+from durq.errors import Interrupted
 from durq.model import AttemptError, Claimed, Outcome
 from durq.worker.executor import Executor
 from durq.worker.pool.protocol import (
@@ -42,6 +43,7 @@ from durq.worker.pool.protocol import (
     Failed,
     Ready,
     Returned,
+    Stop,
     TakeBack,
     pack,
     rss_bytes,
@@ -124,11 +126,40 @@ def context(view: ChildApp, executor: Executor, job: Claimed) -> JobContext:
     )
 
 
-def run_one(view: ChildApp, executor: Executor, job: Claimed) -> Outcome:
+class Body:
+    """The body this child runs now, for the SIGTERM handler: the parent sends a
+    :class:`Stop` with the reason, then SIGTERMs the child's group; a running body then
+    gets :class:`durq.Interrupted` (its ``finally`` blocks and ``ctx.on_interrupt``
+    callbacks run) and the child exits once it returns. An idle child just ends."""
+
+    def __init__(self) -> None:
+        self.ctx: JobContext | None = None
+        self.stopped = False
+        self.reason: str | None = None
+        self.told = threading.Event()  # a Stop arrived (the reader thread sets it)
+
+    def on_sigterm(self, _signum: int, _frame: object) -> None:
+        ctx = self.ctx
+        if ctx is None or self.stopped:  # idle, or asked again: end as SIGTERM would
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        self.told.wait(0.2)  # the Stop was written before the signal; its reader may lag
+        self.stopped = True
+        reason = self.reason or "cancelled"
+        ctx.mark_interrupted(reason)
+        raise Interrupted(reason)
+
+
+def run_one(view: ChildApp, executor: Executor, job: Claimed, body: Body) -> Outcome:
     """One attempt; an error outside the task's own (SystemExit, a broken codec) becomes
     a retry, as a thread's does."""
     try:
-        return executor.run_sync(job, context(view, executor, job))
+        body.ctx = context(view, executor, job)
+        try:
+            return executor.run_sync(job, body.ctx)
+        finally:
+            body.ctx = None
     except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt in a task
         error = AttemptError(
             job.attempt,
@@ -146,8 +177,10 @@ class Inbox:
     """The jobs sent and not yet started, filled by a reader thread so that a
     :class:`TakeBack` is answered even while the main thread runs a long body."""
 
-    def __init__(self, inp: Connection, out: Connection, send_lock: threading.Lock) -> None:
-        self.inp, self.out, self.send_lock = inp, out, send_lock
+    def __init__(
+        self, inp: Connection, out: Connection, send_lock: threading.Lock, body: Body
+    ) -> None:
+        self.inp, self.out, self.send_lock, self.body = inp, out, send_lock, body
         self.jobs: deque[Claimed] = deque()
         self.cond = threading.Condition()
         self.closed = False
@@ -163,6 +196,10 @@ class Inbox:
                     self.closed = True
                     self.cond.notify()
                     return
+                if isinstance(msg, Stop):
+                    self.body.reason = msg.reason
+                    self.body.told.set()
+                    continue
                 if isinstance(msg, TakeBack):
                     back = [j for j in self.jobs if j.id in msg.ids]
                     for job in back:
@@ -211,7 +248,9 @@ def main(argv: list[str]) -> int:
     out.send(Ready(os.getpid(), names))
     send_lock = threading.Lock()
     measure = os.environ.get(MEMORY_ENV) == "1"
-    inbox = Inbox(inp, out, send_lock)
+    body = Body()
+    signal.signal(signal.SIGTERM, body.on_sigterm)
+    inbox = Inbox(inp, out, send_lock, body)
     threading.Thread(target=inbox.read, name="durq-pool-inbox", daemon=True).start()
     done: list[tuple[Any, ...]] = []  # outcomes not sent yet (one write for several)
     first = 0.0
@@ -228,7 +267,13 @@ def main(argv: list[str]) -> int:
                 flush()
                 continue
             return 0
-        outcome = run_one(view, executor, job)
+        outcome = run_one(view, executor, job, body)
+        if body.stopped:  # the parent settles the stopped job; what ran before goes now
+            if done:
+                flush()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
         if not done:
             first = time.monotonic()
         done.append((pack(outcome), rss_bytes() if measure else 0))

@@ -31,6 +31,7 @@ from durq.worker.pool.protocol import (
     Failed,
     Ready,
     Returned,
+    Stop,
     TakeBack,
     done,
     pack,
@@ -131,8 +132,8 @@ class Child:
         self.tasks = frozenset(msg.tasks)
         self.ready = True
 
-    def send(self, job: Claimed | TakeBack | None) -> None:
-        """Send a job (counted in :attr:`jobs`), a take-back or :data:`EXIT`.
+    def send(self, job: Claimed | TakeBack | Stop | None) -> None:
+        """Send a job (counted in :attr:`jobs`), a take-back, a stop reason or :data:`EXIT`.
 
         Raises:
             OSError: the child is gone (its pipe is closed).

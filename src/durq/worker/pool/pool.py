@@ -40,6 +40,7 @@ from durq.worker.pool.protocol import (
     Failed,
     Ready,
     Returned,
+    Stop,
     TakeBack,
     rss_bytes,
 )
@@ -529,6 +530,8 @@ class ProcessPool:
         if slot.reason is None and slot.child is not None:
             slot.reason = reason
             slot.signalled_at = time.monotonic()
+            with contextlib.suppress(OSError):  # the reason first: the body is told why
+                slot.child.send(Stop(reason))
             slot.child.signal_group(signal.SIGTERM)
 
     def _interrupt(self, job_id: int, reason: str) -> None:

@@ -47,6 +47,16 @@ class TakeBack:
 
 
 @dataclass(frozen=True, slots=True)
+class Stop:
+    """Sent just before SIGTERM to the child's group: why its running body is stopped
+    (``"timeout"``, ``"cancelled"``, ``"expired"``, ``"lease_lost"``, ``"memory"``), so
+    the body gets :class:`durq.Interrupted` with that reason and its ``finally`` blocks and
+    ``ctx.on_interrupt`` callbacks run before the child exits."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Returned:
     """The jobs of a :class:`TakeBack` that had not started: they never ran here."""
 
