@@ -43,11 +43,15 @@ def test_a_running_job_gets_its_slow_notice_then_expires(url: str, tmp_path: Pat
         slow, expire = hook_lines(hooks)
         assert slow == ("slow", job.id, "running")  # noticed while it ran
         assert expire == ("expire", job.id, "expired")
-        # the worker stopped the body (issue 11: interrupted as expired), or the body saw
-        # its lease revoked first and stopped on its own; either way nothing was recorded
+        # the worker stopped the body (issue 11: interrupted as expired, or as lease_lost
+        # when its heartbeat met the expiry first), or the body saw its lease revoked
+        # and stopped on its own; either way nothing was recorded
         wait_for(
             lambda: any(
-                (e.get("event") == "job_interrupted" and e.get("reason") == "expired")
+                (
+                    e.get("event") == "job_interrupted"
+                    and e.get("reason") in ("expired", "lease_lost")
+                )
                 or e.get("event") == "stale_outcome"
                 for e in proc.events()
             ),
