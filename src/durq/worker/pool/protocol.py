@@ -45,6 +45,9 @@ HEADER = struct.Struct("!i")
 #: hand-off, a write back) is paid per batch, not per job: at 4 it cost a no-op drain
 #: ~91 us of CPU per job (parent and children), at 16 ~61 us (bench/README.md).
 DEPTH = 16
+#: Jobs per child the worker's default prefetch is sized for: a prefetch sized for DEPTH
+#: (128 at 4 children) drained no faster than this (32), and holds 4 x more leased jobs.
+PREFETCH_PER_CHILD = 4
 
 
 @dataclass(frozen=True, slots=True)
