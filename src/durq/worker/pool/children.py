@@ -132,8 +132,8 @@ class Child:
         self.ready = True
 
     def send_jobs(self, jobs: list[Claimed]) -> None:
-        r"""Send jobs to run, in order, in one write (one frame: a list of ``pack``\ ed
-        jobs). The caller counts them in :attr:`jobs`.
+        """Send jobs to run, in order, in one write (one frame: a list, each job as
+        :func:`pack` makes it). The caller counts them in :attr:`jobs`.
 
         Raises:
             OSError: the child is gone (its pipe is closed).

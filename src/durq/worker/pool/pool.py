@@ -5,8 +5,9 @@ body runs elsewhere. One parent thread (the pool's loop) owns every child: it se
 child the jobs submitted (the one it runs, and the next behind a short one, so a child
 never waits for a round trip between short jobs), reads the outcomes from all the pipes
 with one ``poll``, and watches the tasks' timeouts, :meth:`ProcessPool.interrupt` and
-the children's memory. One thread for all children keeps the per-job cost to a pickle,
-a write and a read each way, with no thread hand-off.
+the children's memory. One thread for all children keeps the per-job cost to a share of
+a pickle, a write and a read each way (a child's jobs go in one write, its outcomes come
+back several to a write), with no thread hand-off in the parent.
 
 An attempt whose body must stop gets SIGTERM to its child's whole process group, SIGKILL
 after ``kill_grace`` seconds; its outcome is handed on only once the child is reaped, so

@@ -1,11 +1,12 @@
 """What parent and child say to each other over a pair of pipes.
 
-Each message is one pickled object framed by :class:`multiprocessing.connection.Connection`
-(a 4-byte length, then the bytes); the parent reads whatever whole frames a pipe holds in
-one read.
+Each message is one object pickled by :func:`dumps` in the frame of
+:class:`multiprocessing.connection.Connection` (a 4-byte length, then the bytes); each end
+reads whatever whole frames a pipe holds in one read (:func:`frames`).
 
-Parent → child: a job to run, as :func:`pack` of its :class:`durq.model.Claimed` (a child
-holds at most :data:`DEPTH` at once: the one it runs and the next ones, so it never waits
+Parent → child: a list of jobs to run, in order, each :func:`pack` of its
+:class:`durq.model.Claimed` (all the jobs the parent hands a child at once, in one write;
+a child holds at most :data:`DEPTH`: the one it runs and the next ones, so it never waits
 for a round trip between two short jobs), a :class:`TakeBack`, or :data:`EXIT` to end.
 Child → parent: first a :class:`Ready`, then lists of ``(pack(outcome), rss)``, one
 item per job in the order the jobs were sent (:func:`done`; several outcomes of short
