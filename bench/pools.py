@@ -65,9 +65,15 @@ def _noop_drain(base: str, pool: str, n: int, chunk: int, tag: str) -> Figures:
 def pool_noop(base: str, n: int, chunk: int, rounds: int) -> Figures:
     """Threads and processes (4 slots) on ``n`` no-op jobs, back to back, ``rounds`` times."""
     threads, processes, ratios = [], [], []
+    cpu: dict[str, list[float]] = {"threads": [], "processes": []}  # worker CPU per job, us
     for i in range(rounds):
-        t = _noop_drain(base, "threads", n, chunk, f"noop-threads-{i}")["rate"]
-        p = _noop_drain(base, "processes", n, chunk, f"noop-processes-{i}")["rate"]
+        rates = {}
+        for pool in ("threads", "processes"):
+            got = _noop_drain(base, pool, n, chunk, f"noop-{pool}-{i}")
+            rates[pool] = got["rate"]
+            if got["cpu_seconds"] is not None:
+                cpu[pool].append(got["cpu_seconds"] / n * 1e6)
+        t, p = rates["threads"], rates["processes"]
         threads.append(t)
         processes.append(p)
         ratios.append(p / t)
@@ -75,9 +81,13 @@ def pool_noop(base: str, n: int, chunk: int, rounds: int) -> Figures:
         "threads_rate": median(threads),
         "processes_rate": median(processes),
         "ratio": median(ratios),
+        "ratios": ratios,
         "rounds": rounds,
         "threads_rates": threads,
         "processes_rates": processes,
+        # the worker process's own CPU (the pool's parent; children not counted), us/job
+        "threads_cpu_us": median(cpu["threads"]) if cpu["threads"] else None,
+        "processes_parent_cpu_us": median(cpu["processes"]) if cpu["processes"] else None,
         "jobs": n,
     }
 
@@ -120,6 +130,7 @@ def pool_cpu(base: str, n: int, rounds: int) -> Figures:
         "threads_rate": median(threads),
         "processes_rate": median(processes),
         "ratio": median(ratios),
+        "ratios": ratios,
         "rounds": rounds,
         "spin_steps": steps,
         "jobs": n,

@@ -28,6 +28,7 @@ from durq.worker.executor import Executor
 from durq.worker.liveness import BEAT_INTERVAL, RESCUE_AFTER, Liveness
 from durq.worker.pool import ProcessPool
 from durq.worker.pool.protocol import DEPTH as POOL_DEPTH
+from durq.worker.pool.protocol import PREFETCH_PER_CHILD
 from durq.worker.prefetch import Prefetch, default_depth
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from durq.worker.runners import AsyncRunner, ThreadRunner
@@ -170,8 +171,9 @@ class Worker:
         self.claimer = Claimer(self)
         self.inflight = InFlight(concurrency, on_free=self.claimer.wake)
         self.stats = WorkerStats()
-        # a process pool's slots may grow to POOL_DEPTH per child: prefetch for those
-        held = concurrency * (POOL_DEPTH if pool == "processes" else 1)
+        # a process pool's slots may grow to POOL_DEPTH per child; the prefetch is sized
+        # for PREFETCH_PER_CHILD of them (as fast, fewer jobs held)
+        held = concurrency * (PREFETCH_PER_CHILD if pool == "processes" else 1)
         depth = default_depth(held) if prefetch is None else prefetch
         self.prefetch = Prefetch(depth, concurrency)
         self.heartbeat = Heartbeat(self)

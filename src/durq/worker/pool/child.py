@@ -45,6 +45,8 @@ from durq.worker.pool.protocol import (
     Returned,
     Stop,
     TakeBack,
+    dumps,
+    frames,
     pack,
     rss_bytes,
     unpack,
@@ -186,29 +188,49 @@ class Inbox:
         self.closed = False
 
     def read(self) -> None:
+        """Take what the parent sends until :data:`EXIT` or the pipe's end: one read of
+        the pipe for however many whole messages it holds, handled under one lock."""
+        fd = self.inp.fileno()
+        buf = bytearray()
         while True:
             try:
-                msg = self.inp.recv()
-            except (EOFError, OSError):
-                msg = EXIT
+                chunk = os.read(fd, 1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.end()
+                return
+            buf += chunk
+            messages, at = frames(buf)
+            del buf[:at]
             with self.cond:
-                if msg is EXIT:
-                    self.closed = True
-                    self.cond.notify()
-                    return
-                if isinstance(msg, Stop):
-                    self.body.reason = msg.reason
-                    self.body.told.set()
-                    continue
-                if isinstance(msg, TakeBack):
-                    back = [j for j in self.jobs if j.id in msg.ids]
-                    for job in back:
-                        self.jobs.remove(job)
-                    with self.send_lock:  # under cond: a job is either returned or run
-                        self.out.send(Returned(tuple(j.id for j in back)))
-                    continue
-                self.jobs.append(unpack(Claimed, msg))
+                for msg in messages:
+                    if msg is EXIT:
+                        self.closed = True
+                        self.cond.notify()
+                        return
+                    if isinstance(msg, Stop):
+                        self.body.reason = msg.reason
+                        self.body.told.set()
+                    elif isinstance(msg, TakeBack):
+                        self.take_back(msg)
+                    else:  # a list of jobs, in the order they are to run
+                        self.jobs.extend([unpack(Claimed, fields) for fields in msg])
                 self.cond.notify()
+
+    def end(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify()
+
+    def take_back(self, msg: TakeBack) -> None:
+        """Give back the jobs of ``msg`` that wait here (call under :attr:`cond`: a job is
+        either returned or run)."""
+        back = [j for j in self.jobs if j.id in msg.ids]
+        for job in back:
+            self.jobs.remove(job)
+        with self.send_lock:
+            self.out.send_bytes(dumps(Returned(tuple(j.id for j in back))))
 
     def next(self, wait: bool) -> Claimed | None:
         """The next job to run (None: none yet, when not ``wait``ing; or the parent asked
@@ -240,12 +262,14 @@ def main(argv: list[str]) -> int:
         app = load(spec)
         app.url = url
     except BaseException as exc:  # noqa: BLE001 - reported to the worker, which stops
-        out.send(Failed(f"the pool child could not import {spec}: {type(exc).__name__}: {exc}"))
+        out.send_bytes(
+            dumps(Failed(f"the pool child could not import {spec}: {type(exc).__name__}: {exc}"))
+        )
         return 1
     view = ChildApp(app, float(offset))
     executor = Executor(cast("Registry", view))
     names = tuple(name for name, task in app.tasks.items() if not task.is_async)
-    out.send(Ready(os.getpid(), names))
+    out.send_bytes(dumps(Ready(os.getpid(), names)))
     send_lock = threading.Lock()
     measure = os.environ.get(MEMORY_ENV) == "1"
     body = Body()
@@ -257,7 +281,7 @@ def main(argv: list[str]) -> int:
 
     def flush() -> None:
         with send_lock:
-            out.send(list(done))
+            out.send_bytes(dumps(done))
         done.clear()
 
     while True:

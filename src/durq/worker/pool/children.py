@@ -12,9 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pickle
 import signal
-import struct
 import subprocess
 import sys
 import time
@@ -34,6 +32,8 @@ from durq.worker.pool.protocol import (
     Stop,
     TakeBack,
     done,
+    dumps,
+    frames,
     pack,
 )
 
@@ -132,17 +132,22 @@ class Child:
         self.tasks = frozenset(msg.tasks)
         self.ready = True
 
-    def send(self, job: Claimed | TakeBack | Stop | None) -> None:
-        """Send a job (counted in :attr:`jobs`), a take-back, a stop reason or :data:`EXIT`.
+    def send_jobs(self, jobs: list[Claimed]) -> None:
+        """Send jobs to run, in order, in one write (one frame: a list, each job as
+        :func:`pack` makes it). The caller counts them in :attr:`jobs`.
 
         Raises:
             OSError: the child is gone (its pipe is closed).
         """
-        if isinstance(job, Claimed):
-            self.jobs += 1
-            self.conn_out.send(pack(job))
-        else:
-            self.conn_out.send(job)
+        self.conn_out.send_bytes(dumps([pack(job) for job in jobs]))
+
+    def send(self, message: TakeBack | Stop | None) -> None:
+        """Send a take-back, a stop reason (before a SIGTERM) or :data:`EXIT`.
+
+        Raises:
+            OSError: the child is gone (its pipe is closed).
+        """
+        self.conn_out.send_bytes(dumps(message))
 
     def receive(self) -> list[list[Done] | Returned | Ready | Failed]:
         """The messages the child sent that have fully arrived (call it when :attr:`fd`
@@ -159,14 +164,9 @@ class Child:
             raise EOFError(f"pool child {self.pid} closed its pipe")
         buf = self._buf
         buf += chunk
+        messages, at = frames(buf)
         out: list[list[Done] | Returned | Ready | Failed] = []
-        at = 0
-        while len(buf) - at >= 4:  # Connection's framing: a 4-byte length, then pickle
-            (size,) = struct.unpack_from("!i", buf, at)
-            if len(buf) - at - 4 < size:
-                break
-            msg = pickle.loads(memoryview(buf)[at + 4 : at + 4 + size])
-            at += 4 + size
+        for msg in messages:
             if isinstance(msg, list):
                 out.append([done(item) for item in msg])
             else:
@@ -215,7 +215,7 @@ class Child:
     def stop(self, grace: float) -> int:
         """End an idle child: ask it to exit, then :meth:`kill` it after ``grace``."""
         with contextlib.suppress(OSError):
-            self.conn_out.send(EXIT)
+            self.send(EXIT)
         self.exited(grace)
         return self.kill(grace=0.5)
 

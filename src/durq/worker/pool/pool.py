@@ -5,8 +5,9 @@ body runs elsewhere. One parent thread (the pool's loop) owns every child: it se
 child the jobs submitted (the one it runs, and the next behind a short one, so a child
 never waits for a round trip between short jobs), reads the outcomes from all the pipes
 with one ``poll``, and watches the tasks' timeouts, :meth:`ProcessPool.interrupt` and
-the children's memory. One thread for all children keeps the per-job cost to a pickle,
-a write and a read each way, with no thread hand-off.
+the children's memory. One thread for all children keeps the per-job cost to a share of
+a pickle, a write and a read each way (a child's jobs go in one write, its outcomes come
+back several to a write), with no thread hand-off in the parent.
 
 An attempt whose body must stop gets SIGTERM to its child's whole process group, SIGKILL
 after ``kill_grace`` seconds; its outcome is handed on only once the child is reaped, so
@@ -251,10 +252,11 @@ class ProcessPool:
                     break
                 for job_id, reason in requests:
                     self._interrupt(job_id, reason)
-                self._assign()
+                stuck = self._assign()
                 self._forgotten.clear()
                 with self._lock:  # a submit from now on writes to the wake-up pipe
-                    self._polling = not self._pending and not self._requests
+                    # jobs that wait for a free child wait for a pipe too: no spinning
+                    self._polling = (stuck or not self._pending) and not self._requests
                     wait = self._wait_ms() if self._polling else 0
                 ready = self._poller.poll(wait)
                 self._polling = False
@@ -329,18 +331,27 @@ class ProcessPool:
             return WATCH_TICK * 1000
         return None
 
-    def _assign(self) -> None:
-        """Send pending attempts: first to children holding nothing, then behind short ones."""
+    def _assign(self) -> bool:
+        """Send pending attempts: first to children holding nothing, then behind short
+        ones; each child's share goes in one write. Returns True when attempts are left
+        that no child can take now (the loop then sleeps until a pipe or a tick)."""
+        batches: dict[Slot, list[Attempt]] = {}
+        stuck = False
         while True:
             with self._lock:
                 if not self._pending:
-                    return
+                    break
             slot = self._free_slot()
             if slot is None:
-                return
+                stuck = True
+                break
             with self._lock:
                 attempt = self._pending.popleft()
-            self._send(slot, attempt)
+            self._sent(slot, attempt)
+            batches.setdefault(slot, []).append(attempt)
+        for slot, attempts in batches.items():
+            self._send(slot, attempts)
+        return stuck
 
     def _free_slot(self) -> Slot | None:
         behind: Slot | None = None
@@ -361,21 +372,29 @@ class ProcessPool:
                 behind = slot
         return behind
 
-    def _send(self, slot: Slot, attempt: Attempt) -> None:
+    def _sent(self, slot: Slot, attempt: Attempt) -> None:
+        """Count ``attempt`` as sent to ``slot``'s child (written by :meth:`_send`)."""
         child = slot.child
         assert child is not None
-        try:
-            child.send(attempt.job)
-        except OSError:  # the child is gone: the job never reached it
-            with self._lock:
-                self._pending.appendleft(attempt)
-            self._ended(slot)
-            return
         slot.sent.append(attempt)
+        child.jobs += 1
         if len(slot.sent) == 1:
             self._new_head(slot, time.monotonic())
         if self.max_jobs_per_child is not None and child.jobs >= self.max_jobs_per_child:
             slot.retiring = f"ran {child.jobs} jobs (max_jobs_per_child)"
+
+    def _send(self, slot: Slot, attempts: list[Attempt]) -> None:
+        """Write the attempts :meth:`_sent` to ``slot``'s child in one message."""
+        child = slot.child
+        assert child is not None
+        try:
+            child.send_jobs([a.job for a in attempts])
+        except OSError:  # the child is gone: these jobs never reached it
+            for attempt in attempts:
+                slot.sent.remove(attempt)
+            with self._lock:
+                self._pending.extendleft(reversed(attempts))
+            self._ended(slot)
 
     def _new_head(self, slot: Slot, now: float) -> None:
         """The first attempt in ``slot.sent`` has started."""
