@@ -1,7 +1,8 @@
 """Tasks for the operating tests (logs, metrics, traces), run by real worker processes.
 
 With ``SPANS_FILE`` set, an OpenTelemetry SDK with the in-memory exporter is installed at
-import, and the finished spans are written to that file as JSON lines at exit.
+import, and the finished spans are appended to that file as JSON lines at exit (by the worker
+and by each process-pool child).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ if _spans_file:
     trace.set_tracer_provider(provider)
 
     def _dump() -> None:
-        with open(_spans_file, "w", encoding="utf-8") as f:
+        with open(_spans_file, "a", encoding="utf-8") as f:  # the worker and each pool child
             for s in exporter.get_finished_spans():
                 f.write(json.dumps(span_dict(s)) + "\n")
 

@@ -206,7 +206,12 @@ def test_worker_metrics_port_and_the_dashboard_sum(tmp_path: Path, url: str) -> 
         b.stop()
 
 
-def test_trace_links_enqueue_to_attempt_across_processes(tmp_path: Path, db_url: str) -> None:
+@pytest.mark.parametrize("pool", ["threads", "processes"])
+def test_trace_links_enqueue_to_attempt_across_processes(
+    tmp_path: Path, db_url: str, pool: str
+) -> None:
+    """Under either pool: with ``--pool processes`` the attempt's span is opened in the
+    child that runs the body (so the user's spans nest in it)."""
     pytest.importorskip("opentelemetry.sdk")
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
@@ -239,7 +244,11 @@ def test_trace_links_enqueue_to_attempt_across_processes(tmp_path: Path, db_url:
 
     spans_file = tmp_path / "spans.jsonl"
     proc = WorkerProc(
-        APP, db_url, tmp_path / "w.log", ["--otel"], env={"SPANS_FILE": str(spans_file)}
+        APP,
+        db_url,
+        tmp_path / "w.log",
+        ["--otel", "--pool", pool],
+        env={"SPANS_FILE": str(spans_file)},
     )
     try:
         wait_for(lambda: dq.get(job.id).state == "succeeded", 30, what="the traced job")

@@ -35,11 +35,13 @@ from durq.classify import describe
 from durq.context import JobContext
 from durq.errors import Interrupted
 from durq.model import AttemptError, Claimed, Outcome
+from durq.observability import tracing
 from durq.worker.executor import Executor
 from durq.worker.pool.protocol import (
     EXIT,
     MEMORY_ENV,
     PATH_ENV,
+    TRACING_ENV,
     Failed,
     Ready,
     Returned,
@@ -159,7 +161,13 @@ def run_one(view: ChildApp, executor: Executor, job: Claimed, body: Body) -> Out
     try:
         body.ctx = context(view, executor, job)
         try:
-            return executor.run_sync(job, body.ctx)
+            if not tracing.enabled():
+                return executor.run_sync(job, body.ctx)
+            record = view.store.get(job.id)  # the trace context stored at enqueue
+            with tracing.process_span(job, record.meta if record else None) as span:
+                outcome = executor.run_sync(job, body.ctx)
+                tracing.record_outcome(span, outcome)
+                return outcome
         finally:
             body.ctx = None
     except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt in a task
@@ -255,6 +263,8 @@ def main(argv: list[str]) -> int:
         os.set_inheritable(fd, False)  # the worker sees the child's end by their closing
     inp = Connection(int(read_fd), writable=False)
     out = Connection(int(write_fd), readable=False)
+    if os.environ.pop(TRACING_ENV, None) == "1":
+        tracing.enable()
     paths = os.environ.pop(PATH_ENV, None)
     if paths:
         sys.path[:] = json.loads(paths)

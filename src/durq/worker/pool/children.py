@@ -21,10 +21,12 @@ from typing import Any
 
 from durq.errors import ConfigError
 from durq.model import Claimed
+from durq.observability import tracing
 from durq.worker.pool.protocol import (
     EXIT,
     MEMORY_ENV,
     PATH_ENV,
+    TRACING_ENV,
     Done,
     Failed,
     Ready,
@@ -83,6 +85,8 @@ class Child:
         env = {**os.environ, PATH_ENV: json.dumps(sys.path)}
         if measure:
             env[MEMORY_ENV] = "1"
+        if tracing.enabled():
+            env[TRACING_ENV] = "1"
         argv = [
             sys.executable,
             "-m",

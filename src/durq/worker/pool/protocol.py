@@ -36,6 +36,9 @@ PATH_ENV = "DURQ_POOL_SYS_PATH"
 #: Set (to "1") when the pool has a memory limit: the child then reads its RSS after
 #: each job (a /proc read it skips otherwise).
 MEMORY_ENV = "DURQ_POOL_MEASURE_RSS"
+#: Set to "1" for children of a worker with OpenTelemetry tracing on (``--otel``): each
+#: child then opens the attempt's span around the body, as a thread would.
+TRACING_ENV = "DURQ_POOL_TRACING"
 
 
 #: The frame header of ``multiprocessing.connection.Connection``: the message's length.
