@@ -72,3 +72,18 @@ async def spin_async() -> None:
 def quick() -> str:
     """Returns at once: shows a worker (or its pool) still runs jobs after a stop."""
     return "ok"
+
+
+@dq.task(queue="interrupts", max_attempts=1, concurrency=1, concurrency_key="held")
+def held(seconds: float) -> None:
+    """A concurrency=1 body in a blocking C call (``time.sleep``, which an interruption
+    cannot cut short) for ``seconds``: cancelled or expired meanwhile, it keeps its slot
+    until the call returns, so no other body of the key may start before its interval ends."""
+    start = time.time()
+    job_id = durq.context().job_id
+    _mark(f"started-{job_id}")
+    try:
+        time.sleep(seconds)
+        _mark(f"done-{job_id}")
+    finally:
+        _interval(str(job_id), start)

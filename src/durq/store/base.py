@@ -386,6 +386,18 @@ class Store(Protocol):
         """Delete a hold; False if it was already gone."""
         ...
 
+    def extend_job_holds(self, holds: Sequence[tuple[int, int]], lease: float) -> None:
+        """Extend by ``lease`` seconds from now the live holds that a cancel or an expiry
+        left for running limited jobs, given as (job id, lease token) pairs: the worker's
+        heartbeat while their stopped bodies still run. Holds gone or lapsed stay so."""
+        ...
+
+    def release_job_holds(self, holds: Sequence[tuple[int, int]]) -> int:
+        """Delete the holds a cancel or an expiry left for (job id, lease token): the
+        bodies are gone, so their slots free (PostgreSQL: idle workers are woken). How many
+        were deleted (none for a job that had no limit, or was not running)."""
+        ...
+
     def limit_usage(self) -> list[LimitUsage]:
         """Every limit key with running or queued jobs or live holds, by name."""
         ...

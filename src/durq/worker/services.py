@@ -223,7 +223,13 @@ class Heartbeat(Service):
         lost = w.app.store.extend_leases(leases + ahead, w.lease)
         if ahead and lost:
             gone = set(lost)
-            w.prefetch.remove(lambda job: job.id not in gone or tokens[job.id] != job.lease_token)
+            dropped = w.prefetch.remove(
+                lambda job: job.id not in gone or tokens[job.id] != job.lease_token
+            )
+            for job in dropped:  # a cancel may have left it a limit hold; no body runs
+                w.inflight.unhold(job.id, job.lease_token)
+        # stopped bodies of cancelled or expired jobs keep their limit slots until they end
+        w.app.store.extend_job_holds(w.inflight.holding(), w.lease)
         for job_id in lost:
             with w.inflight.lock:
                 attempt = w.inflight.attempts.get(job_id)

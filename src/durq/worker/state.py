@@ -14,6 +14,9 @@ from durq.worker.interrupt import BodyGuard
 
 #: Seconds an interrupted body may take to stop before its slot counts as wedged.
 WEDGED_AFTER = 1.0
+#: Interruptions whose job the store ended (or took) already: a limited job's slot is
+#: then kept as a hold until the body is gone (docs/features/limits.md).
+ENDED_ELSEWHERE = ("cancelled", "expired", "lease_lost")
 
 
 @dataclass(eq=False)
@@ -54,6 +57,9 @@ class InFlight:
         self.attempts: dict[int, Attempt] = {}
         self.busy = 0  # attempts whose code has not returned
         self._on_free = on_free
+        # (job id, token) of stopped bodies now gone, whose limit holds the cancels service
+        # deletes (a cancel or an expiry keeps a limited job's slot until then)
+        self._unheld: list[tuple[int, int]] = []
 
     def free_slots(self) -> int:
         with self.lock:
@@ -119,9 +125,34 @@ class InFlight:
             if not attempt.abandoned:
                 return True  # the caller hands on the outcome, which wakes the claimer
             attempt.settled = True
+            if attempt.interrupted in ENDED_ELSEWHERE:
+                self._unheld.append((attempt.job.id, attempt.job.lease_token))
             self._maybe_free(attempt)
         self._on_free()
         return False
+
+    def unhold(self, job_id: int, token: int) -> None:
+        """The body of (``job_id``, ``token``) is gone and its outcome was refused (the
+        job was cancelled or expired before the worker saw it): free its limit hold."""
+        with self.lock:
+            self._unheld.append((job_id, token))
+
+    def take_unheld(self) -> list[tuple[int, int]]:
+        """The (job id, token) pairs whose limit holds are to be deleted, taken from the
+        table (put them back with :meth:`unhold` when the delete failed)."""
+        with self.lock:
+            taken, self._unheld = self._unheld, []
+            return taken
+
+    def holding(self) -> list[tuple[int, int]]:
+        """(job id, token) of bodies stopped for a cancel, an expiry or a lost lease that
+        still run: their limit holds (if any) are extended with the heartbeat."""
+        with self.lock:
+            return [
+                (a.job.id, a.job.lease_token)
+                for a in self.attempts.values()
+                if not a.returned and a.interrupted in ENDED_ELSEWHERE
+            ]
 
     def abandon_unreturned(self) -> list[Attempt]:
         """At shutdown: take every attempt whose code is still running; their outcomes drop."""

@@ -9,7 +9,10 @@ slot and its (heartbeated) lease stay held until then.
 
 :class:`Cancels` finds the jobs in hand that another process cancelled (or a deadline
 expired) and stops their bodies: on PostgreSQL on the cancel's NOTIFY, on SQLite when the
-database's data version moved, with one read of the ids in hand each time.
+database's data version moved, with one read of the ids in hand each time. A cancelled or
+expired limited job keeps its slot as a limit hold (made by the store with the cancel)
+until its body is gone: the heartbeat extends it meanwhile, and this service deletes it
+at its next tick after the body returned.
 """
 
 from __future__ import annotations
@@ -151,11 +154,31 @@ class Cancels(Service):
     def run(self) -> None:
         while not self.sleep(self.tick):
             try:
+                self.release()
                 self.check()
             except Exception as exc:
                 if not passing(exc):
                     raise
                 events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
+        try:
+            self.release()  # bodies that returned during the shutdown
+        except Exception as exc:  # noqa: BLE001 - the holds lapse with their leases
+            events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
+
+    def release(self) -> None:
+        """Free the limit slots that cancelled or expired jobs kept while their bodies ran
+        (``Store.release_job_holds``), now that those bodies are gone. On a store error
+        they are kept for the next tick (and lapse with their leases if the worker dies)."""
+        inflight = self.worker.inflight
+        gone = inflight.take_unheld()
+        if not gone:
+            return
+        try:
+            self.worker.app.store.release_job_holds(gone)
+        except BaseException:
+            for job_id, token in gone:
+                inflight.unhold(job_id, token)
+            raise
 
     def check(self) -> None:
         w = self.worker

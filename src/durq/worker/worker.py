@@ -634,7 +634,8 @@ class Worker:
             "attempt": job.attempt,
             "worker_id": self.id,
         }
-        if not applied:
+        if not applied:  # a cancel or an expiry may have left the job's limit slot held
+            self.inflight.unhold(job.id, job.lease_token)
             events.emit(
                 events.STALE_OUTCOME,
                 logging.WARNING,

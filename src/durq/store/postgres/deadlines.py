@@ -36,6 +36,12 @@ WHERE id = %(id)s AND state = 'parked'
 # Expire the picked rows and enqueue one hook job per expired job, in one statement. Rows
 # another transaction holds (a finish, a claim) are skipped and taken by the next pass.
 _EXPIRE = """
+held AS (  -- a running limited job keeps its slot until its body is gone: limits.md
+    INSERT INTO {s}.limit_holds (name, holder, acquired_at, expires_at, job_id, job_token)
+    SELECT limit_key, 'job ' || id, {s}.epoch(%(at)s), lease_expires_at, id, lease_token
+    FROM picked
+    WHERE state = 'running' AND limit_key IS NOT NULL
+      AND lease_expires_at > {s}.epoch(%(at)s)),
 done AS (
     UPDATE {s}.jobs AS j
     SET state = 'expired', finished_at = {s}.epoch(%(at)s), lease_token = NULL,
@@ -62,7 +68,7 @@ SELECT id, queue FROM done
 EXPIRE_PAST_DEADLINE = (
     """
 WITH picked AS (
-    SELECT id FROM {s}.jobs
+    SELECT id, state, limit_key, lease_expires_at, lease_token FROM {s}.jobs
     WHERE deadline IS NOT NULL AND finished_at IS NULL AND deadline <= {s}.epoch(%(at)s)
       AND state IN ('queued', 'running', 'parked', 'waiting')
     ORDER BY deadline LIMIT %(limit)s
@@ -74,7 +80,7 @@ WITH picked AS (
 EXPIRE_PARKED = (
     """
 WITH picked AS (
-    SELECT id FROM {s}.jobs
+    SELECT id, state, limit_key, lease_expires_at, lease_token FROM {s}.jobs
     WHERE state = 'parked' AND park_expires_at IS NOT NULL
       AND park_expires_at <= {s}.epoch(%(at)s)
     ORDER BY park_expires_at LIMIT %(limit)s

@@ -102,6 +102,26 @@ class LimitingMixin(PostgresBase):
             self._notify_limits()
         return gone
 
+    def extend_job_holds(self, holds: Sequence[tuple[int, int]], lease: float) -> None:
+        if not holds:
+            return
+        params = {
+            "at": self._at(), "lease": lease,
+            "ids": [i for i, _ in holds], "tokens": [t for _, t in holds],
+        }  # fmt: skip
+        with self._tx(transaction=False) as conn:
+            conn.execute(self._lsql["EXTEND_JOB_HOLDS"], params)
+
+    def release_job_holds(self, holds: Sequence[tuple[int, int]]) -> int:
+        if not holds:
+            return 0
+        params = {"ids": [i for i, _ in holds], "tokens": [t for _, t in holds]}
+        with self._tx(transaction=False) as conn:
+            gone = conn.execute(self._lsql["RELEASE_JOB_HOLDS"], params).rowcount
+        if gone:
+            self._notify_limits()  # slots freed: idle workers claim
+        return gone
+
     def limit_usage(self) -> list[LimitUsage]:
         with self._tx(transaction=False) as conn:
             rows = conn.execute(self._lsql["LIMIT_USAGE"], {"at": self._at()}).fetchall()

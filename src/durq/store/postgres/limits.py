@@ -182,3 +182,22 @@ GROUP BY name ORDER BY name
 )
 
 NOTIFY = "SELECT pg_notify(%(channel)s, 'limits')"
+
+# The holds a cancel or an expiry left for running limited jobs (store/postgres/queries.py
+# CANCEL, deadlines.py): the worker's heartbeat extends them while the stopped bodies still
+# run, and deletes them once they are gone. (job id, lease token) pairs, as unnest arrays.
+EXTEND_JOB_HOLDS = (
+    """
+UPDATE {s}.limit_holds AS h SET expires_at = """
+    + NOW
+    + """ + %(lease)s
+FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS l(id, token)
+WHERE h.job_id = l.id AND h.job_token = l.token AND h.expires_at > """
+    + NOW
+)
+
+RELEASE_JOB_HOLDS = """
+DELETE FROM {s}.limit_holds AS h
+USING unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS l(id, token)
+WHERE h.job_id = l.id AND h.job_token = l.token
+"""

@@ -321,10 +321,23 @@ PURGE = "DELETE FROM {s}.jobs WHERE queue = %(queue)s AND state = ANY(%(states)s
 # The dashboard's delete-matching: the ids it found, still failed now.
 DELETE_FAILED = "DELETE FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) AND state = 'failed'"
 
+# A running limited job keeps its slot as a hold of its key, for the lease it had, until
+# its worker reports the body gone (docs/features/limits.md); the row lock (FOR UPDATE)
+# makes the hold and the cancel read the same, current row. The rowcount is the UPDATE's.
 CANCEL = """
-UPDATE {s}.jobs
+WITH old AS (
+    SELECT id, state, limit_key, lease_expires_at, lease_token FROM {s}.jobs
+    WHERE id = %(id)s AND state IN ('queued', 'running', 'waiting')
+    FOR UPDATE),
+held AS (
+    INSERT INTO {s}.limit_holds (name, holder, acquired_at, expires_at, job_id, job_token)
+    SELECT limit_key, 'job ' || id, {s}.epoch(%(at)s), lease_expires_at, id, lease_token
+    FROM old
+    WHERE state = 'running' AND limit_key IS NOT NULL
+      AND lease_expires_at > {s}.epoch(%(at)s))
+UPDATE {s}.jobs AS j
 SET state = 'cancelled', finished_at = {s}.epoch(%(at)s), lease_token = NULL, lease_expires_at = NULL
-WHERE id = %(id)s AND state IN ('queued', 'running', 'waiting')
+FROM old WHERE j.id = old.id
 """
 
 LIST_JOBS = (

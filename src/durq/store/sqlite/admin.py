@@ -10,6 +10,7 @@ from durq.model import JobRecord
 from durq.store.base import unique_key_held
 from durq.store.sqlite import batches as sb
 from durq.store.sqlite import dependencies as deps
+from durq.store.sqlite import limits as lq
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.base import SqliteBase
 
@@ -117,6 +118,8 @@ class AdminMixin(SqliteBase):
         conn = self._conn()
         with self._write():
             now = self.now()
+            # a running body keeps its limit slot until its worker reports it gone
+            conn.execute(lq.HOLD_CANCELLED, {"id": job_id, "now": now})
             cur = conn.execute(q.CANCEL, {"id": job_id, "now": now})
             if cur.rowcount == 1:
                 sb.close_for_jobs(conn, [job_id], now)

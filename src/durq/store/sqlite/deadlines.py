@@ -6,6 +6,7 @@ the store's clock (``:now``).
 
 from __future__ import annotations
 
+from durq.store.sqlite.limits import HOLD_JOBS
 from durq.store.sqlite.queries import HISTORY
 
 # After a job's INSERT, in the same transaction: its parked state and its absolute times,
@@ -50,16 +51,24 @@ SET state = 'expired', finished_at = :now, lease_token = NULL, lease_expires_at 
 # (a) Jobs not finished whose deadline has passed (queued, scheduled, parked or running: a
 # running job's token is revoked, so its late outcome is fenced out). The subquery reads
 # the partial index jobs_deadline.
-EXPIRE_PAST_DEADLINE = (
-    _EXPIRE_SET
-    + """WHERE id IN (
+_PAST_DEADLINE = """
         SELECT id FROM jobs
         WHERE deadline IS NOT NULL AND finished_at IS NULL AND deadline <= :now
           AND state IN ('queued', 'running', 'parked', 'waiting')
-        ORDER BY deadline LIMIT :limit)
+        ORDER BY deadline LIMIT :limit"""
+
+EXPIRE_PAST_DEADLINE = (
+    _EXPIRE_SET
+    + "WHERE id IN ("
+    + _PAST_DEADLINE
+    + """)
 RETURNING id, coalesce(hook_queue, queue), task, priority
 """
 )
+
+# (a0) Before (a), same transaction: the running limited jobs (a) expires keep their slots
+# as holds until their workers report the bodies gone (docs/features/limits.md).
+HOLD_EXPIRING = HOLD_JOBS + "j.id IN (" + _PAST_DEADLINE + ")"
 
 # (a') Parked jobs past their park TTL (index jobs_parked).
 EXPIRE_PARKED = (

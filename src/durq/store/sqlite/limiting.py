@@ -80,6 +80,26 @@ class LimitingMixin(SqliteBase):
             cur = conn.execute(lq.RELEASE_HOLD, {"id": hold_id})
         return cur.rowcount == 1
 
+    def extend_job_holds(self, holds: Sequence[tuple[int, int]], lease: float) -> None:
+        if not holds:
+            return
+        conn = self._conn()
+        with self._write(urgent=True):  # like a heartbeat: it keeps a slot alive
+            now = self.now()
+            conn.executemany(
+                lq.EXTEND_JOB_HOLD,
+                [{"id": i, "token": t, "now": now, "expires": now + lease} for i, t in holds],
+            )
+
+    def release_job_holds(self, holds: Sequence[tuple[int, int]]) -> int:
+        if not holds:
+            return 0
+        conn = self._conn()
+        with self._write():
+            before = conn.total_changes
+            conn.executemany(lq.RELEASE_JOB_HOLD, [{"id": i, "token": t} for i, t in holds])
+            return conn.total_changes - before
+
     def limit_usage(self) -> list[LimitUsage]:
         rows = self._read(lq.LIMIT_USAGE, {"now": self.now()})
         return [

@@ -116,3 +116,26 @@ SELECT name, sum(running), sum(held), sum(queued), max(cap) FROM (
     WHERE state = 'queued' AND limit_key IS NOT NULL GROUP BY limit_key)
 GROUP BY name ORDER BY name
 """
+
+# A running limited job cancelled or expired keeps its slot as a hold of its key until the
+# worker reports its body gone (docs/features/limits.md): inserted in the cancel's (or the
+# sweep's) transaction, before the row leaves 'running', for the lease the job had (a dead
+# worker's hold lapses then). NOT EXISTS: a job never holds twice.
+HOLD_JOBS = """
+INSERT INTO limit_holds (name, holder, acquired_at, expires_at, job_id, job_token)
+SELECT j.limit_key, 'job ' || j.id, :now, j.lease_expires_at, j.id, j.lease_token
+FROM jobs j
+WHERE j.state = 'running' AND j.limit_key IS NOT NULL AND j.lease_expires_at > :now
+  AND NOT EXISTS (SELECT 1 FROM limit_holds h
+                  WHERE h.job_id = j.id AND h.job_token = j.lease_token)
+  AND """
+
+HOLD_CANCELLED = HOLD_JOBS + "j.id = :id"
+
+# The worker's heartbeat, while the stopped body still runs; and its release once it is gone.
+EXTEND_JOB_HOLD = """
+UPDATE limit_holds SET expires_at = :expires
+WHERE job_id = :id AND job_token = :token AND expires_at > :now
+"""
+
+RELEASE_JOB_HOLD = "DELETE FROM limit_holds WHERE job_id = :id AND job_token = :token"

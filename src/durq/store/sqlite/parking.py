@@ -62,6 +62,7 @@ class ParkingMixin(SqliteBase):
             now = self.now()
             params: dict[str, Any] = {"now": now, "limit": limit}
             expired: list[int] = []
+            conn.execute(dl.HOLD_EXPIRING, params)  # their slots stay held: limits.md
             for statement, message in (
                 (dl.EXPIRE_PAST_DEADLINE, "deadline passed before the job finished"),
                 (dl.EXPIRE_PARKED, "park TTL passed before the job was adopted"),
