@@ -87,3 +87,17 @@ def held(seconds: float) -> None:
         _mark(f"done-{job_id}")
     finally:
         _interval(str(job_id), start)
+
+
+@dq.task(queue="interrupts", timeout=0.3, max_attempts=1, concurrency=1, concurrency_key="stub")
+async def stubborn_async() -> None:
+    """A concurrency=1 async body that swallows its timeout's cancel and runs on (2 s)."""
+    start = time.time()
+    job_id = durq.context().job_id
+    try:
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            await asyncio.sleep(2.0)  # not stopping: its slot must stay taken meanwhile
+    finally:
+        _interval(str(job_id), start)

@@ -253,3 +253,36 @@ def test_concurrency_one_with_a_timeout_never_runs_two_bodies_at_once(
     overlaps = [(x, y) for x, y in itertools.pairwise(spans) if y[0] < x[1]]
     assert overlaps == [], f"bodies ran at once: {overlaps}"
     assert sorted(tmp_path.glob("done-*")) == []
+
+
+def test_an_async_body_that_swallows_its_cancel_keeps_its_slot(url: str, tmp_path: Path) -> None:
+    """``concurrency=1``, ``timeout=0.3``: a body that catches the cancel and runs on is
+    never orphaned beside the next body (``asyncio.wait_for`` ran it in an inner task)."""
+    producer = durq.Durq(url)
+    try:
+
+        @producer.task(
+            name="stubborn_async", queue="interrupts", concurrency=1, concurrency_key="stub"
+        )
+        def stubborn_async() -> None: ...
+
+        for _ in range(4):
+            stubborn_async.enqueue()
+    finally:
+        producer.close()
+    intervals = tmp_path / "intervals.txt"
+    spec = {"app": "tests.apps.interrupts", "url": url, "log": tmp_path / "w.log",
+            "args": ("--concurrency", "4"), "env": {"DURQ_MARKS": str(tmp_path)}}  # fmt: skip
+    with workers(spec):
+        wait_for(
+            lambda: intervals.exists() and len(intervals.read_text().splitlines()) == 4,
+            60,
+            0.1,
+            "4 bodies to end",
+        )
+    spans = sorted(
+        (float(a), float(b))
+        for _, a, b in (line.split() for line in intervals.read_text().splitlines())
+    )
+    overlaps = [(x, y) for x, y in itertools.pairwise(spans) if y[0] < x[1]]
+    assert overlaps == [], f"bodies ran at once: {overlaps}"

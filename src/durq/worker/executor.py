@@ -97,7 +97,10 @@ class Executor:
         try:
             coro = task.fn(**payload)
             if task.timeout is not None:
-                value = await asyncio.wait_for(coro, task.timeout)
+                # in this task, not wait_for's inner one: a body that swallows the cancel
+                # keeps running here (its slot held), never orphaned beside the next body
+                async with asyncio.timeout(task.timeout):
+                    value = await coro
             else:
                 value = await coro
         except TimeoutError as exc:

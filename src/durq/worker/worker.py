@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("durq.worker")
 
-#: Seconds past an async task's timeout before the watchdog cancels it too (``wait_for``
+#: Seconds past an async task's timeout before the watchdog cancels it too (``asyncio.timeout``
 #: should have by then; a coroutine that blocks the loop or swallows the cancel has not).
 ASYNC_TIMEOUT_SLACK = 1.0
 
