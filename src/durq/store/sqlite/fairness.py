@@ -81,13 +81,14 @@ RETURNING id, queue, task, payload, CAST(attempts AS INTEGER), CAST(max_attempts
           CAST(run_at AS REAL), batch_id
 """
 
-LAST_TURN = "SELECT coalesce(max(turn), 0) FROM fair_turns WHERE queue = :queue"
-
-# One statement for a round's stamps (each statement run lets the GIL go for its step).
+# One statement for a round's stamps (each statement run lets the GIL go for its step): the
+# keys in the order served, numbered on from the queue's last turn, which is read here
+# (once: an uncorrelated subquery) rather than in a statement of its own.
 STAMP_TURN = """
 INSERT INTO fair_turns (queue, fair_key, turn)
-SELECT :queue, json_extract(value, '$[0]'), json_extract(value, '$[1]')
-FROM json_each(:turns) WHERE true
+SELECT :queue, value,
+       (SELECT coalesce(max(turn), 0) FROM fair_turns WHERE queue = :queue) + key + 1
+FROM json_each(:keys) WHERE true
 ON CONFLICT (queue, fair_key) DO UPDATE SET turn = excluded.turn
 """
 
@@ -106,7 +107,6 @@ class FairnessMixin(SqliteBase):
         if limit <= 0 or conn.execute(ANY_FAIR_QUEUED, params).fetchone() is None:
             return []
         claimed: list[Claimed] = []
-        tick = int(conn.execute(LAST_TURN, params).fetchone()[0])
         self._fair_claims += 1
         full = self._fair_claims % FULL_SCAN_EVERY == 0
         for _ in range(rounds):
@@ -121,12 +121,9 @@ class FairnessMixin(SqliteBase):
                 rows = conn.execute(
                     CLAIM_IDS, {**params, "ids": json.dumps([r[1] for r in chosen])}
                 ).fetchall()
-            turns = []
-            for key in [r[0] for r in chosen if rows] + behind:
-                tick += 1
-                turns.append((key, tick))
-            if turns:
-                conn.execute(STAMP_TURN, {"queue": params["queue"], "turns": json.dumps(turns)})
+            served = [r[0] for r in chosen] + behind if rows else behind
+            if served:
+                conn.execute(STAMP_TURN, {"queue": params["queue"], "keys": json.dumps(served)})
             if not rows:
                 break
             by_id = {r[0]: r for r in rows}
