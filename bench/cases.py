@@ -144,6 +144,7 @@ def drain_child(
         "wall_rate": expect / (out["returned"] - out["started"]),
         "worker_rss_mb": out["rss_kb"] * 1024 / 1e6,
         "cpu_us_per_job": 1e6 * out.get("cpu_seconds", 0.0) / max(expect, 1),
+        "claimer_cpu_us_per_job": 1e6 * out.get("claimer_cpu_seconds", 0.0) / max(expect, 1),
     }
 
 

@@ -63,7 +63,7 @@ def test_a_fair_key_that_is_not_a_str_is_refused_and_nothing_is_written(app: dur
 
 def test_tenants_with_nothing_left_do_not_hold_up_the_keys_that_have_jobs(app: durq.Durq) -> None:
     # 40 tenants run their one job each, so their turns sit below the two that come later:
-    # the turn-ordered window (16 keys beyond the need) first meets only finished tenants
+    # the turn-ordered window (a few keys beyond the need) first meets only finished tenants
     # and must fall back to the full scan, then send those tenants to the back.
     @app.task(fair_key=lambda p: p["tenant"])
     def sync(tenant: str, n: int = 0) -> None:
