@@ -193,7 +193,8 @@ def test_a_worker_frozen_past_its_lease_has_every_job_rescued_and_its_late_resul
     tmp_path: Path, url: str
 ) -> None:
     """Case 02 with several jobs: A holds three when it is SIGSTOPped for 3 leases; B reaps
-    and runs all three; after SIGCONT each of A's three finishes is rejected by its token."""
+    and runs all three; after SIGCONT each of A's three is rejected by its token or stopped
+    by A's heartbeat (lease_lost) before it could finish."""
     app = durq.Durq(url)
     args = ["--concurrency", "3", "--lease", "1", "--heartbeat", "0.25"]
     a = WorkerProc(APP, url, tmp_path / "a.log", [*args, "--worker-id", "A"], {"WORKER_NAME": "A"})
@@ -212,13 +213,16 @@ def test_a_worker_frozen_past_its_lease_has_every_job_rescued_and_its_late_resul
         a.signal(signal.SIGCONT)
 
         def fenced() -> set[int]:
+            """A's bodies whose late finish was refused by its token, or that A's heartbeat
+            stopped first (interrupted as lease_lost: their outcome dropped)."""
             return {
                 int(str(e["id"]))
                 for e in a.events()
-                if e["event"] == "stale_outcome" and e.get("outcome") == "succeeded"
+                if (e["event"] == "stale_outcome" and e.get("outcome") == "succeeded")
+                or (e["event"] == "job_interrupted" and e.get("reason") == "lease_lost")
             }
 
-        wait_for(lambda: fenced() == {j.id for j in held}, 15, 0.05, "A's three late finishes")
+        wait_for(lambda: fenced() == {j.id for j in held}, 15, 0.05, "A's three late ends")
         for j in held:
             row = app.get(j.id)
             assert (row.state, row.worker_id, row.attempts) == ("succeeded", "B", 2)
