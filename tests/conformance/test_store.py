@@ -187,6 +187,12 @@ def test_cancel_queued_and_running_fences_the_worker(app: durq.Durq) -> None:
     assert app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="1")]) == [False]
     assert app.store.extend_leases([(c.id, c.lease_token)], LEASE) == [c.id]
     assert app.get(running.id).state == "cancelled"
+    # the running attempt stays in the history, with its start and lease holder; a queued
+    # job's cancel ended no attempt and adds nothing
+    [entry] = app.get(running.id).errors
+    assert (entry.kind, entry.attempt, entry.worker_id) == ("cancelled", 1, "w1")
+    assert entry.started_at is not None
+    assert app.get(queued.id).errors == []
 
 
 def test_release_gives_back_the_first_free_requeues_then_charges(app: durq.Durq) -> None:

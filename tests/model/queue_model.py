@@ -31,7 +31,7 @@ Transitions (every one that touches a running job is conditional on its lease to
   attempts and give-backs reset to 0, result cleared, history kept plus one ``replayed``
   entry (its attempt: the attempts the run before used).
 - cancel: ``parked``, ``queued`` (incl. scheduled) or ``running`` become ``cancelled``; the
-  lease is revoked.
+  lease is revoked; a running job's attempt gets a ``cancelled`` history entry.
 """
 
 from __future__ import annotations
@@ -265,6 +265,8 @@ class QueueModel:
         job = self.jobs[job_id]
         if job.state not in CANCELLABLE:
             return False
+        if job.state == "running":  # its attempt ends here: kept in the history
+            job.errors.append((job.attempts, "cancelled"))
         job.state = "cancelled"
         job.finished_at = self.now
         self._drop_lease(job)

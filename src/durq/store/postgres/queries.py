@@ -324,6 +324,8 @@ DELETE_FAILED = "DELETE FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) AND stat
 # A running limited job keeps its slot as a hold of its key, for the lease it had, until
 # its worker reports the body gone (docs/features/limits.md); the row lock (FOR UPDATE)
 # makes the hold and the cancel read the same, current row. The rowcount is the UPDATE's.
+# A running job's cancel ends its attempt: a 'cancelled' entry with its start and lease
+# holder keeps that attempt in the history (see the SQLite statement).
 CANCEL = """
 WITH old AS (
     SELECT id, state, limit_key, lease_expires_at, lease_token FROM {s}.jobs
@@ -336,7 +338,11 @@ held AS (
     WHERE state = 'running' AND limit_key IS NOT NULL
       AND lease_expires_at > {s}.epoch(%(at)s))
 UPDATE {s}.jobs AS j
-SET state = 'cancelled', finished_at = {s}.epoch(%(at)s), lease_token = NULL, lease_expires_at = NULL
+SET state = 'cancelled', finished_at = {s}.epoch(%(at)s), lease_token = NULL, lease_expires_at = NULL,
+    errors = CASE WHEN old.state = 'running' THEN {s}.append_attempt(j.errors, json_build_object(
+        'attempt', j.attempts, 'at', {s}.epoch(%(at)s), 'type', 'Cancelled',
+        'message', 'cancelled while it ran', 'traceback', '', 'kind', 'cancelled')::text,
+        j.started_at, j.worker_id) ELSE j.errors END
 FROM old WHERE j.id = old.id
 """
 

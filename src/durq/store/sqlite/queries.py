@@ -278,9 +278,15 @@ DELETE_FAILED = """
 DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'failed'
 """
 
-CANCEL = """
+# A running job's cancel ends its attempt: a 'cancelled' entry with its start and lease
+# holder keeps that attempt in the history (a queued or waiting job's history is unchanged).
+CANCEL = f"""
 UPDATE jobs
-SET state = 'cancelled', finished_at = :now, lease_token = NULL, lease_expires_at = NULL
+SET state = 'cancelled', finished_at = :now, lease_token = NULL, lease_expires_at = NULL,
+    errors = CASE WHEN state = 'running' THEN json_insert({HISTORY}, '$[#]', json_object(
+        'attempt', attempts, 'at', :now, 'type', 'Cancelled',
+        'message', 'cancelled while it ran', 'traceback', '', 'kind', 'cancelled',
+        'started_at', started_at, 'worker_id', worker_id)) ELSE errors END
 WHERE id = :id AND state IN ('queued', 'running', 'waiting')
 """
 
