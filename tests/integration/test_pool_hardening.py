@@ -78,13 +78,17 @@ def test_memory_kill_reports_the_size_found_and_is_a_sigkill(db_url: str, tmp_pa
     assert '"reason": "memory"' in replaced[0] and '"exit": "signal 9 (SIGKILL)"' in replaced[0]
 
 
+@pytest.mark.parametrize("grow", ["while_it_runs", "before_the_start"])
 def test_no_job_held_by_the_pool_starts_after_the_stop(
-    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grow: str
 ) -> None:
     """The pool holds 10 jobs behind a running body (its slots grown for short jobs) when
     the worker is asked to stop: the body finishes within the grace, none of the 10 starts
     (before, the pool sent them to the child as it freed), and they are back in the queue
-    with no attempt spent. An in-process worker, so the test can see the pool hold them."""
+    with no attempt spent. Grown while the body runs, the pool holds them unsent; grown
+    before the start, they went to the child behind the body in the same write (and are
+    asked back, at once or at the stop). An in-process worker, so the test can see the
+    pool hold them."""
     from tests.apps import pool
 
     marks = tmp_path / "marks"
@@ -94,12 +98,15 @@ def test_no_job_held_by_the_pool_starts_after_the_stop(
     held = pool.hold.enqueue(n=0, seconds=2).id
     waiting = [pool.stamp.enqueue(n=i).id for i in range(10)]
     w = app.worker(concurrency=1, pool="processes", lease=10, grace=10)
+    if grow == "before_the_start":
+        w._pool_short(True)  # as after a run of short bodies: 16 slots for the one child
     runner = threading.Thread(target=lambda: w.run(install_signals=False), daemon=True)
     runner.start()
     try:
         wait_for(lambda: (marks / "start-0").exists(), 60, what="the long body to start")
         assert w._pool is not None
-        w._pool_short(True)  # as after a run of short bodies: 16 slots for the one child
+        if grow == "while_it_runs":
+            w._pool_short(True)
         wait_for(lambda: len(w._pool._held) == 11, 30, what="the pool to hold the 10 jobs")
         stopped = time.time()
         stopping = threading.Thread(target=w.request_stop)
@@ -117,3 +124,4 @@ def test_no_job_held_by_the_pool_starts_after_the_stop(
     for job_id in waiting:
         job = app.get(job_id)
         assert (job.state, job.attempts, job.errors) == ("queued", 0, []), job_id
+    assert sorted(j.id for j in app.jobs(state="queued", limit=100)) == waiting
