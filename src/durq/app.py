@@ -5,7 +5,6 @@ schedules, parked jobs and deadlines, limits, hooks) live in mixins under durq/f
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -20,6 +19,7 @@ from durq.checks import (
     _check_int,
     _check_name,
     _check_text,
+    check_task_options,
 )
 from durq.classify import Classifier, Rule
 from durq.codecs import Codec
@@ -275,18 +275,15 @@ class Durq(
 
         def register(func: Callable[..., Any]) -> Task[Any, Any]:
             task_name = _check_name("task name", name or func.__name__)
-            if max_attempts < 1:
-                raise ConfigError(f"max_attempts must be >= 1, not {max_attempts}")
+            check_task_options(
+                max_attempts=max_attempts,
+                priority=priority,
+                timeout=timeout,
+                max_snoozes=max_snoozes,
+                max_retry_after=max_retry_after,
+            )
             if fair_key is not None and not callable(fair_key):
                 raise ConfigError(f"fair_key must be a callable payload -> str, not {fair_key!r}")
-            if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
-                raise ConfigError(f"timeout must be a positive number of seconds, not {timeout}")
-            if isinstance(max_snoozes, bool) or not isinstance(max_snoozes, int) or max_snoozes < 0:
-                raise ConfigError(f"max_snoozes must be an int >= 0, not {max_snoozes!r}")
-            if max_retry_after is not None and not max_retry_after >= 0:
-                raise ConfigError(
-                    f"max_retry_after must be seconds >= 0 or None, not {max_retry_after!r}"
-                )
             rules: Sequence[Rule | Classifier]
             if classify is None:
                 rules = ()
@@ -307,7 +304,7 @@ class Durq(
                 max_attempts=max_attempts,
                 backoff=as_backoff(backoff),
                 timeout=timeout,
-                priority=int(priority),
+                priority=priority,
                 rules=rules,
                 **self._deadline_defaults(deadline_in, notice_after, on_expire, on_slow),
                 limits=TaskLimits.build(task_name, concurrency, concurrency_key, rate_limit),
@@ -422,20 +419,20 @@ class Durq(
             state: ``succeeded``, ``failed``, ``cancelled`` or ``expired``.
             queue: only this queue (None: every queue).
             task: only this task name (None: every task).
-            chunk: jobs per transaction (>= 1).
+            chunk: jobs per transaction (an int from 1 to 100,000).
 
         Returns:
             How many jobs were replayed.
 
         Raises:
-            ConfigError: ``state`` is not a finished state, or ``chunk`` < 1.
+            ConfigError: ``state`` is not a finished state, or ``chunk`` is not an int
+                from 1 to 100,000.
         """
         if state not in {"succeeded", "failed", "cancelled", "expired"}:
             raise ConfigError(
                 f"state must be succeeded, failed, cancelled or expired, not {state!r}"
             )
-        if chunk < 1:
-            raise ConfigError(f"chunk must be >= 1, not {chunk}")
+        _check_int("chunk", chunk, 1, 100_000)
         newest = self.store.list_jobs(state=None, queue=None, task=None, limit=1)
         upto = newest[0].id if newest else 0
         after, total = 0, 0

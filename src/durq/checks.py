@@ -18,6 +18,16 @@ PRIORITY_LIMIT = 2**31 - 1
 MAX_ATTEMPTS_LIMIT = 1_000_000
 MAX_DELAY = 100 * 365 * 86400.0  # a hundred years, in seconds
 MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z
+#: The largest count both backends store in their integer columns (PostgreSQL ``integer``).
+INT32_MAX = 2**31 - 1
+#: The longest wait durq stores for a task's timeout, a Retry-After cap or a retry's delay
+#: (ten years, in seconds): a longer one is a ConfigError (options) or cut to it, with a
+#: note in the attempt's error (a delay a task asked for at run time).
+MAX_WAIT = 10 * 365 * 86400.0
+#: The most threads a worker runs (``concurrency`` with the thread pool)...
+MAX_THREADS = 10_000
+#: ...and the most child processes (``concurrency`` with ``pool="processes"``).
+MAX_CHILDREN = 512
 
 
 def _check_name(what: str, value: str, longest: int = 200) -> str:
@@ -51,6 +61,48 @@ def _check_text(what: str, value: object) -> None:
 def _check_int(what: str, value: object, low: int, high: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise ConfigError(f"{what} must be an int from {low} to {high}, not {value!r}")
+
+
+def _check_number(
+    what: str, value: object, low: float, high: float, *, above: bool = False, unit: str = "s"
+) -> float:
+    """A finite int or float (never a bool, a str or NaN) from ``low`` (excluded when
+    ``above``) to ``high``; returns it as a float.
+
+    Raises:
+        ConfigError: naming ``what`` and the allowed range.
+    """
+    ok = _is_number(value) and (low < value if above else low <= value) and value <= high  # type: ignore[operator]
+    if not ok:
+        lower = f"above {low:g}" if above else f"from {low:g}"
+        raise ConfigError(f"{what} must be a number {lower} to {high:g} {unit}, not {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def check_task_options(
+    *,
+    max_attempts: object,
+    priority: object,
+    timeout: object,
+    max_snoozes: object,
+    max_retry_after: object,
+) -> None:
+    """The stored and timed options of a task, in ranges both backends hold.
+
+    Raises:
+        ConfigError: naming the option and its range: ``max_attempts`` an int from 1 to
+            :data:`MAX_ATTEMPTS_LIMIT`, ``priority`` an int within +/- :data:`PRIORITY_LIMIT`,
+            ``max_snoozes`` an int from 0 to :data:`INT32_MAX`, ``timeout`` None or seconds
+            above 0 up to :data:`MAX_WAIT`, ``max_retry_after`` None or seconds from 0 to
+            :data:`MAX_WAIT`.
+    """
+    _check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT)
+    _check_int("priority", priority, -PRIORITY_LIMIT, PRIORITY_LIMIT)
+    _check_int("max_snoozes", max_snoozes, 0, INT32_MAX)
+    if timeout is not None:
+        _check_number("timeout", timeout, 0, MAX_WAIT, above=True)
+    if max_retry_after is not None:
+        _check_number("max_retry_after", max_retry_after, 0, MAX_WAIT)
 
 
 def _as_id(what: str, value: object) -> int:
@@ -106,6 +158,38 @@ def _check_seconds(what: str, value: object) -> None:
         raise ConfigError(
             f"{what} must be a number of seconds above 0 and at most {MAX_DELAY:.0f}, not {value!r}"
         )
+
+
+def check_worker_sizes(
+    *,
+    pool: object,
+    concurrency: object,
+    prefetch: object,
+    free_requeues: object,
+    max_jobs_per_child: object,
+    max_memory_per_child: object,
+) -> None:
+    """The worker's counts and sizes, in ranges that can run (a thread or a child each).
+
+    Raises:
+        ConfigError: naming the option and its range: ``pool`` not ``"threads"`` or
+            ``"processes"``; ``concurrency`` not an int from 1 to :data:`MAX_THREADS`
+            (threads) or :data:`MAX_CHILDREN` (processes); ``prefetch`` not None or an
+            int from 0 to 1,000,000; ``free_requeues`` not an int from 0 to 1,000;
+            ``max_jobs_per_child`` not None or an int from 1 to :data:`INT32_MAX`;
+            ``max_memory_per_child`` not None or a number of MB above 0 (up to 2**30).
+    """
+    if pool not in ("threads", "processes"):
+        raise ConfigError(f"pool must be 'threads' or 'processes', not {pool!r}")
+    most = MAX_CHILDREN if pool == "processes" else MAX_THREADS
+    _check_int(f"concurrency (pool={pool!r})", concurrency, 1, most)
+    if prefetch is not None:
+        _check_int("prefetch", prefetch, 0, 1_000_000)
+    _check_int("free_requeues", free_requeues, 0, 1000)
+    if max_jobs_per_child is not None:
+        _check_int("max_jobs_per_child", max_jobs_per_child, 1, INT32_MAX)
+    if max_memory_per_child is not None:
+        _check_number("max_memory_per_child", max_memory_per_child, 0, 2**30, above=True, unit="MB")
 
 
 def check_worker_timing(

@@ -97,3 +97,19 @@ def progress_in_child(n: int) -> int:
 async def async_pid(n: int) -> int:
     """An async task: runs on the worker's own loop, in the worker process."""
     return os.getpid()
+
+
+@dq.task(queue="pool", max_attempts=1)
+def spawn_group(n: int, count: int) -> None:
+    """Starts ``count`` ``sleep 300`` in its process group (their pids in ``group-N``) and
+    waits for them."""
+    procs = [subprocess.Popen(["sleep", "300"]) for _ in range(count)]
+    _mark(f"group-{n}", " ".join(str(p.pid) for p in procs))
+    for proc in procs:
+        proc.wait()
+
+
+@dq.task(queue="pool")
+def stamp(n: int) -> None:
+    """Leaves ``stamp-N`` holding the time its body started."""
+    _mark(f"stamp-{n}", repr(time.time()))

@@ -11,6 +11,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from durq.checks import MAX_WAIT
 from durq.classify import PERMANENT, Classification, classify, describe
 from durq.codecs import UndecodableValue, decode_with, encode_with
 from durq.context import JobContext, bind, unbind
@@ -220,5 +221,8 @@ class Executor:
                     )
         if delay is None:
             delay = max(0.0, float(task.backoff.delay(job.attempt, exc)))
+        if not delay <= MAX_WAIT:  # Retry-After under no cap, a backoff's inf or 1e300
+            message += f" [a retry delay of {delay:g} s cut to {MAX_WAIT:g} s (10 years)]"
+            delay = MAX_WAIT
         error = AttemptError(job.attempt, now, type_name, message, tb, kind)
         return Outcome(job.id, job.lease_token, "retry", error=error, delay=delay)

@@ -13,11 +13,13 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from durq.checks import INT32_MAX, MAX_WAIT
 from durq.failpoints import hit
 from durq.hooks import fail_tasks, mark_outcome
-from durq.model import Outcome
+from durq.model import AttemptError, Outcome
 from durq.observability import events
 from durq.pause import PAUSE_KIND
 from durq.worker.pausing import settle_pause
@@ -73,7 +75,7 @@ class Claimer(Service):
         if outcome.kind == PAUSE_KIND:  # recorded on its own, on the caller's thread
             settle_pause(self.worker, attempt, outcome)
             return
-        self.outcomes.put((attempt, outcome))
+        self.outcomes.put((attempt, storable(attempt, outcome, self.worker.app.store.now)))
         self._wake.set()
 
     def wake(self) -> None:
@@ -313,3 +315,28 @@ def with_batch(attempt: Attempt, outcome: Outcome) -> Outcome:
     if batch_id is None or outcome.batch_id == batch_id:
         return outcome
     return dataclasses.replace(outcome, batch_id=batch_id)
+
+
+def storable(attempt: Attempt, outcome: Outcome, clock: Callable[[], float]) -> Outcome:
+    """The outcome, or a failure of its one job when a value in it cannot be stored (a
+    ``max_snoozes`` past :data:`durq.checks.INT32_MAX`, a delay past
+    :data:`durq.checks.MAX_WAIT`, NaN or negative): committed with other jobs' outcomes in
+    one transaction, it would make the database refuse them all (and the claimer stop, the
+    other jobs run again). The task options are checked at definition; this is the guard
+    for what gets past them (a task's attribute changed after it)."""
+    snoozes, delay = outcome.max_snoozes, outcome.delay
+    problem = None
+    if isinstance(snoozes, bool) or not isinstance(snoozes, int) or not 0 <= snoozes <= INT32_MAX:
+        problem = f"max_snoozes {snoozes!r} is not an int from 0 to {INT32_MAX}"
+    elif (
+        isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay <= MAX_WAIT
+    ):
+        problem = f"a delay of {delay!r} s is not from 0 to {MAX_WAIT:g} s"
+    if problem is None:
+        return outcome
+    message = f"the attempt's outcome ({outcome.kind}) cannot be stored: {problem}"
+    job = attempt.job
+    error = AttemptError(job.attempt, clock(), "UnstorableOutcome", message, "", "permanent")
+    return dataclasses.replace(
+        outcome, kind="failed", result=None, error=error, delay=0.0, max_snoozes=0
+    )

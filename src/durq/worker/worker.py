@@ -17,7 +17,7 @@ from functools import partial
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from durq.checks import check_worker_timing
+from durq.checks import check_worker_sizes, check_worker_timing
 from durq.classify import describe
 from durq.context import JobContext
 from durq.errors import ConfigError, Interrupted
@@ -57,19 +57,22 @@ class Worker:
             names; jobs of other tasks stay queued (shown as stranded in status).
         queues: queues to serve, in turn; default: every queue a registered task names.
         concurrency: attempts at once (threads for ``def`` tasks; ``async def`` tasks share
-            the same slots on one event loop).
+            the same slots on one event loop): an int from 1 to 10,000
+            (:data:`durq.checks.MAX_THREADS`), or to 512 children with ``pool="processes"``
+            (:data:`durq.checks.MAX_CHILDREN`).
         prefetch: most jobs claimed ahead of the free slots (default
             :func:`durq.worker.prefetch.default_depth`: 2 * concurrency, at least 16; 0
             turns it off), so that a slot that frees starts its next job without waiting
             for a commit. Only while jobs are short: see :mod:`durq.worker.prefetch`.
             Jobs with a limit and jobs of a paused queue are never claimed ahead; jobs
-            held at shutdown go back without spending an attempt.
+            held at shutdown go back without spending an attempt. An int from 0 to
+            1,000,000.
         lease: seconds a claim lasts without a heartbeat (default 30; finite, above 0).
         heartbeat_interval: seconds between lease extensions (default lease / 3; at most a
             third of the lease).
         grace: seconds running jobs get to finish at shutdown (default 30; finite, >= 0).
-        free_requeues: shutdowns per job that give its attempt back (default 2); later
-            ones consume it, so restarts cannot loop a job forever.
+        free_requeues: shutdowns per job that give its attempt back (default 2, an int from
+            0 to 1,000); later ones consume it, so restarts cannot loop a job forever.
         worker_id: a unique id (default ``host:pid:random``).
         poll_interval: seconds between checks of the database's change counter when
             idle (default 0.001: a job enqueued by another process starts within ~1 ms).
@@ -92,10 +95,11 @@ class Worker:
             ``async def`` tasks keep their event loop in the worker). See
             docs/features/pools.md.
         max_jobs_per_child: with ``pool="processes"``: jobs a child runs before it is
-            replaced (default None: no limit).
+            replaced (an int >= 1; default None: no limit).
         max_memory_per_child: with ``pool="processes"``: MB of resident memory a child may
-            hold, measured after each job (over it: the child is replaced) and while a job
-            runs (over it: the child is killed, the job retried or failed).
+            hold (a number above 0; default None: no limit), measured after each job (over
+            it: the child is replaced) and every 50 ms while a job runs (over it: the
+            child's group is SIGKILLed at once, the job retried or failed).
 
     Raises:
         ConfigError: a bad option (see :func:`durq.checks.check_worker_timing` for the
@@ -127,10 +131,14 @@ class Worker:
     ) -> None:
         if not app.tasks:
             raise ConfigError("the app has no registered tasks; nothing to run")
-        if concurrency < 1:
-            raise ConfigError(f"concurrency must be >= 1, not {concurrency}")
-        if prefetch is not None and prefetch < 0:
-            raise ConfigError(f"prefetch must be >= 0, not {prefetch}")
+        check_worker_sizes(
+            pool=pool,
+            concurrency=concurrency,
+            prefetch=prefetch,
+            free_requeues=free_requeues,
+            max_jobs_per_child=max_jobs_per_child,
+            max_memory_per_child=max_memory_per_child,
+        )
         check_worker_timing(
             lease=lease,
             heartbeat_interval=heartbeat_interval,
@@ -139,8 +147,6 @@ class Worker:
             poll_interval=poll_interval,
             idle_claim_interval=idle_claim_interval,
         )
-        if free_requeues < 0:
-            raise ConfigError(f"free_requeues must be >= 0, not {free_requeues}")
         if rescue_after is not None and not 2 * BEAT_INTERVAL <= rescue_after < float("inf"):
             raise ConfigError(
                 f"rescue_after must be at least {2 * BEAT_INTERVAL:g} s (two liveness beats) "
@@ -148,8 +154,6 @@ class Worker:
             )
         if not 0 < loop_block_threshold < float("inf"):
             raise ConfigError(f"loop_block_threshold must be > 0 s, not {loop_block_threshold}")
-        if pool not in ("threads", "processes"):
-            raise ConfigError(f"pool must be 'threads' or 'processes', not {pool!r}")
         if pool == "threads" and (max_jobs_per_child or max_memory_per_child):
             raise ConfigError("max_jobs_per_child and max_memory_per_child need pool='processes'")
         self.app = app
@@ -188,6 +192,7 @@ class Worker:
         self._threads: ThreadRunner | None = None
         self._pool: ProcessPool | None = None
         self._pool_slots = concurrency
+        self._pool_given_back = 0  # jobs the pool held unstarted at the stop, given back
         self.pool = pool
         if pool == "processes":
             self._pool = ProcessPool(
@@ -199,6 +204,7 @@ class Worker:
                 max_jobs_per_child=max_jobs_per_child,
                 max_memory_per_child=max_memory_per_child,
                 on_short=self._pool_short,
+                on_unstarted=self._pool_unstarted,
             )
         self._async = AsyncRunner()
         self._stop_requested = threading.Event()
@@ -367,6 +373,8 @@ class Worker:
             return self.exit_code
         self.claimer.stop_claiming()
         given_back = self.give_back(self.prefetch.close())
+        if self._pool is not None:  # no new body starts in a child either
+            self._pool.drain()
         deadline = time.monotonic() + grace
         with self.inflight.lock:
             while self.inflight.attempts and self.crash_reason is None:
@@ -403,7 +411,7 @@ class Worker:
             events.WORKER_STOPPED,
             worker_id=self.id,
             released=len(abandoned),
-            given_back=given_back,
+            given_back=given_back + self._pool_given_back,
             exit_code=self.exit_code,
         )
         return self.exit_code
@@ -596,6 +604,15 @@ class Worker:
         if self.inflight.returned(attempt):
             self.claimer.submit(attempt, outcome)
         self.start_prefetched()
+
+    def _pool_unstarted(self, attempts: list[Attempt]) -> None:
+        """Jobs the pool held but never started when the worker began to stop: back to
+        the queue without spending an attempt, as prefetched ones are; their slots free."""
+        live = [a for a in attempts if not a.abandoned]  # abandoned ones are released
+        self._pool_given_back += self.give_back([a.job for a in live])
+        for attempt in attempts:
+            if self.inflight.returned(attempt):
+                self.inflight.settle(attempt)
 
     @contextlib.contextmanager
     def _traced(self, attempt: Attempt) -> Iterator[Any]:

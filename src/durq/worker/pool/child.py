@@ -101,14 +101,32 @@ def load(spec: str) -> Any:
     return getattr(importlib.import_module(target), attr)
 
 
+#: The signal the kernel sends a child when its worker dies (``PR_SET_PDEATHSIG``): its
+#: handler SIGKILLs the child's whole process group, so what a body started goes too.
+PARENT_DIED = signal.SIGUSR1
+
+
+def kill_group(_signum: int = 0, _frame: object = None) -> None:
+    """SIGKILL this child's whole process group, itself included (it leads the group:
+    ``setsid``): the worker is gone, and so must be everything its bodies started."""
+    os.killpg(0, signal.SIGKILL)
+
+
 def die_with_parent(parent: int) -> None:
-    """Linux: SIGKILL this child when the worker that started it dies (even by SIGKILL),
-    so no child outlives its worker; elsewhere the closed pipe ends it after its job."""
+    """Linux: when the worker that started this child dies (even by SIGKILL) the kernel
+    sends :data:`PARENT_DIED`, whose handler kills the child's whole process group (a
+    ``PR_SET_PDEATHSIG`` of SIGKILL would kill the child alone and leave its body's
+    subprocesses behind). The handler runs between two bytecodes of the main thread; a
+    body stuck in a C call that holds the GIL delays it, and the inbox's reader thread
+    kills the group too when the worker's pipe closes without an EXIT. A grandchild that
+    started a session of its own (``setsid``) is out of the group and escapes both.
+    Elsewhere the closed pipe alone ends the child."""
+    signal.signal(PARENT_DIED, kill_group)
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(PR_SET_PDEATHSIG, PARENT_DIED, 0, 0, 0)
     if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
+        kill_group()
 
 
 def context(view: ChildApp, executor: Executor, job: Claimed) -> JobContext:
@@ -188,9 +206,10 @@ class Inbox:
     :class:`TakeBack` is answered even while the main thread runs a long body."""
 
     def __init__(
-        self, inp: Connection, out: Connection, send_lock: threading.Lock, body: Body
+        self, inp: Connection, out: Connection, send_lock: threading.Lock, body: Body, parent: int
     ) -> None:
         self.inp, self.out, self.send_lock, self.body = inp, out, send_lock, body
+        self.parent = parent  # the worker's pid
         self.jobs: deque[Claimed] = deque()
         self.cond = threading.Condition()
         self.closed = False
@@ -205,7 +224,9 @@ class Inbox:
                 chunk = os.read(fd, 1 << 16)
             except OSError:
                 chunk = b""
-            if not chunk:
+            if not chunk:  # the worker is gone (it sends EXIT before it closes the pipe)
+                if os.getppid() != self.parent:
+                    kill_group()
                 self.end()
                 return
             buf += chunk
@@ -284,7 +305,7 @@ def main(argv: list[str]) -> int:
     measure = os.environ.get(MEMORY_ENV) == "1"
     body = Body()
     signal.signal(signal.SIGTERM, body.on_sigterm)
-    inbox = Inbox(inp, out, send_lock, body)
+    inbox = Inbox(inp, out, send_lock, body, int(parent))
     threading.Thread(target=inbox.read, name="durq-pool-inbox", daemon=True).start()
     done: list[tuple[Any, ...]] = []  # outcomes not sent yet (one write for several)
     first = 0.0

@@ -34,7 +34,6 @@ from durq.model import Outcome
 from durq.observability import events
 from durq.worker.pool.children import Child, describe_exit, locate
 from durq.worker.pool.protocol import (
-    DEPTH,
     EXIT,
     ChildDied,
     Done,
@@ -45,7 +44,18 @@ from durq.worker.pool.protocol import (
     TakeBack,
     rss_bytes,
 )
-from durq.worker.pool.slot import MB, Slot, stopped_outcome
+from durq.worker.pool.slot import (
+    HOLD,
+    MB,
+    MEMORY_TICK,
+    TAKE_BACK_AFTER,
+    WATCH_TICK,
+    Slot,
+    free_slot,
+    stopped_outcome,
+    take_back_waiting,
+    wait_ms,
+)
 
 if TYPE_CHECKING:
     from durq.registry import Registry
@@ -61,17 +71,6 @@ POOL_CHILD_REPLACED = "pool_child_replaced"
 #: and was swapped for a new one.
 POOL_CHILD_RECYCLED = "pool_child_recycled"
 
-#: Seconds between the loop's checks of the children (timeouts, kills due, memory, new
-#: children that do not answer) while any holds a job.
-WATCH_TICK = 0.01
-#: Seconds between two reads of a busy child's memory.
-MEMORY_TICK = 0.05
-#: A next job is sent to a child only while the one it runs started less than this many
-#: seconds ago (short jobs: the hand-off hides the pipe's round trip)...
-HOLD = 0.005
-#: ...and is taken back once the one it waits behind has run this many seconds, for the
-#: next free child (a long body never holds a job that another child could run).
-TAKE_BACK_AFTER = 0.02
 #: Seconds a new child gets to import the app and say it is ready.
 START_TIMEOUT = 60.0
 #: Failed starts in a row before the pool gives up and stops the worker.
@@ -92,13 +91,18 @@ class ProcessPool:
         max_jobs_per_child: jobs a child runs before it is replaced (None: no limit).
         max_memory_per_child: MB of resident memory a child may hold (None: no limit):
             measured after each job (over it: the child is replaced, the job keeps its
-            outcome) and every ``MEMORY_TICK`` while a job runs (over it: the child is
-            killed and the job retried or failed, as when the OOM killer strikes).
+            outcome) and every ``MEMORY_TICK`` while a job runs (over it: the child's
+            group is SIGKILLed at once, as by the OOM killer, and the job retried or failed
+            with the size read then).
         kill_grace: seconds between SIGTERM and SIGKILL when a body is stopped.
         spec: ``module:attr`` the children import (default: found with :func:`locate`).
         on_short: called with True when the bodies run have become short (a mean under
             ``HOLD``: the worker may then hand the pool a next job per child, which waits
             in the child behind the one it runs) and with False when they no longer are.
+        on_unstarted: called (from the pool's thread, or from :meth:`drain`) with the
+            attempts that never started once :meth:`drain` was called: those not sent yet
+            and those taken back from the children. The worker gives them back to the
+            queue without spending an attempt. None: they are settled as at :meth:`close`.
 
     Raises:
         ConfigError: a limit below 1, or ``kill_grace`` below 0.
@@ -117,6 +121,7 @@ class ProcessPool:
         kill_grace: float = 1.0,
         spec: str | None = None,
         on_short: Callable[[bool], None] | None = None,
+        on_unstarted: Callable[[list[Attempt]], None] | None = None,
     ) -> None:
         if max_jobs_per_child is not None and max_jobs_per_child < 1:
             raise ConfigError(f"max_jobs_per_child must be >= 1, not {max_jobs_per_child}")
@@ -134,6 +139,7 @@ class ProcessPool:
         self._on_done = on_done
         self._on_crash = on_crash
         self._on_short = on_short
+        self._on_unstarted = on_unstarted
         self._mean_run: float | None = None  # seconds, a moving mean of the bodies' runs
         self._short = False
         self._slots = [Slot(i) for i in range(size)]
@@ -142,6 +148,8 @@ class ProcessPool:
         self._held: set[int] = set()  # ids of every attempt submitted and not yet done
         self._requests: list[tuple[int, str]] = []  # interrupts for the loop
         self._closing = False
+        self._draining = False  # drain() was called: no job starts any more
+        self._drained = False  # the loop has asked the children for their waiting jobs
         self._polling = False  # the loop sleeps (or is about to) in poll
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -187,11 +195,14 @@ class ProcessPool:
     def submit(self, attempt: Attempt) -> None:
         """Hand an attempt to the next free child (the worker's slots bound how many)."""
         with self._lock:
-            closing = self._closing
-            if not closing:
+            closing, draining = self._closing, self._draining
+            if not closing and not draining:
                 self._pending.append(attempt)
                 self._held.add(attempt.job.id)
             wake, self._polling = self._polling, False
+        if draining and not closing:
+            self._unstarted([attempt])
+            return
         if closing:
             self._unrun(attempt)
             return
@@ -220,6 +231,39 @@ class ProcessPool:
         self._wake()
         return True
 
+    def drain(self) -> None:
+        """Start no job any more (the worker is stopping): the attempts not sent to a child
+        go to ``on_unstarted`` now, the children are asked for the jobs waiting behind the
+        one they run (:class:`TakeBack`), which go there as they come back. Running bodies
+        go on; :meth:`close` stops them. Idempotent."""
+        with self._lock:
+            if self._draining or self._closing:
+                return
+            self._draining = True
+            left, self._pending = list(self._pending), deque()
+        self._unstarted(left)
+        self._wake()
+
+    def _unstarted(self, attempts: list[Attempt]) -> None:
+        """Attempts that will never start here while draining: to ``on_unstarted``."""
+        with self._lock:
+            self._held.difference_update(a.job.id for a in attempts)
+        if attempts and self._on_unstarted is not None:
+            self._on_unstarted(attempts)
+        elif attempts:
+            for attempt in attempts:
+                self._unrun(attempt)
+
+    def _back(self, attempts: list[Attempt]) -> None:
+        """Attempts that never started in a child: pending again for the next free child,
+        or, once draining, handed back to the worker."""
+        with self._lock:
+            draining = self._draining
+            if not draining:
+                self._pending.extendleft(reversed(attempts))
+        if draining:
+            self._unstarted(attempts)
+
     def close(self) -> None:
         """Stop every child: a running body gets SIGTERM, then SIGKILL after
         ``kill_grace``; idle children are asked to exit. Returns once all are reaped.
@@ -247,17 +291,19 @@ class ProcessPool:
             while True:
                 with self._lock:
                     requests, self._requests = self._requests, []
-                    closing = self._closing
+                    closing, draining = self._closing, self._draining
                 if closing:
                     break
                 for job_id, reason in requests:
                     self._interrupt(job_id, reason)
-                stuck = self._assign()
+                if draining and not self._drained:  # what waits in the children comes back
+                    self._drained = take_back_waiting(self._slots)
+                stuck = False if draining else self._assign()
                 self._forgotten.clear()
                 with self._lock:  # a submit from now on writes to the wake-up pipe
                     # jobs that wait for a free child wait for a pipe too: no spinning
                     self._polling = (stuck or not self._pending) and not self._requests
-                    wait = self._wait_ms() if self._polling else 0
+                    wait = wait_ms(self._slots, bool(self._retired)) if self._polling else 0
                 ready = self._poller.poll(wait)
                 self._polling = False
                 for fd, _ in ready:
@@ -321,16 +367,6 @@ class ProcessPool:
         log.warning("durq pool: %s; retrying", message)
         slot.respawn_at = time.monotonic() + 0.1 * 2**slot.failures
 
-    def _wait_ms(self) -> float | None:
-        """How long the loop may sleep in poll (None: until a pipe or a wake-up)."""
-        if any(
-            s.sent or s.retiring or (s.child is not None and not s.child.ready) for s in self._slots
-        ):
-            return WATCH_TICK * 1000
-        if self._retired or any(s.respawn_at is not None for s in self._slots):
-            return WATCH_TICK * 1000
-        return None
-
     def _assign(self) -> bool:
         """Send pending attempts: first to children holding nothing, then behind short
         ones; each child's share goes in one write. Returns True when attempts are left
@@ -341,7 +377,7 @@ class ProcessPool:
             with self._lock:
                 if not self._pending:
                     break
-            slot = self._free_slot()
+            slot = free_slot(self._slots, time.monotonic())
             if slot is None:
                 stuck = True
                 break
@@ -352,25 +388,6 @@ class ProcessPool:
         for slot, attempts in batches.items():
             self._send(slot, attempts)
         return stuck
-
-    def _free_slot(self) -> Slot | None:
-        behind: Slot | None = None
-        now = time.monotonic()
-        for slot in self._slots:
-            child = slot.child
-            if child is None or not child.ready or slot.retiring:
-                continue
-            if not slot.sent:
-                return slot
-            if (
-                behind is None
-                and len(slot.sent) < DEPTH
-                and not slot.asked_back
-                and slot.reason is None
-                and now - slot.head_since < HOLD
-            ):
-                behind = slot
-        return behind
 
     def _sent(self, slot: Slot, attempt: Attempt) -> None:
         """Count ``attempt`` as sent to ``slot``'s child (written by :meth:`_send`)."""
@@ -392,8 +409,7 @@ class ProcessPool:
         except OSError:  # the child is gone: these jobs never reached it
             for attempt in attempts:
                 slot.sent.remove(attempt)
-            with self._lock:
-                self._pending.extendleft(reversed(attempts))
+            self._back(attempts)
             self._ended(slot)
 
     def _new_head(self, slot: Slot, now: float) -> None:
@@ -506,15 +522,14 @@ class ProcessPool:
                 keep.append(attempt)
             else:
                 self._finish(attempt, self._stopped_outcome(attempt, reason, None, 0))
-        with self._lock:
-            self._pending.extendleft(reversed(keep))
+        self._back(keep)
 
     def _ended(self, slot: Slot) -> None:
         """The child died or is being killed: reap it, then settle the head (the body is
         gone now), send what waited behind it to other children, and start a new one."""
         child = slot.child
         assert child is not None
-        rss = rss_bytes(child.pid)
+        rss, slot.rss = slot.rss, 0
         code = self._forget(child)
         slot.child = None
         sent, slot.sent = slot.sent, []
@@ -601,8 +616,11 @@ class ProcessPool:
                     and now - slot.memory_at >= MEMORY_TICK
                 ):
                     slot.memory_at = now
-                    if rss_bytes(child.pid) > self.max_memory:
-                        self._signal(slot, "memory")
+                    rss = rss_bytes(child.pid)
+                    if rss > self.max_memory:  # as the OOM killer would, before it does:
+                        slot.reason, slot.rss = "memory", rss  # the size it was found at
+                        self._ended(slot)  # SIGKILL to the group at once, reaped, replaced
+                        continue
             elif now >= slot.signalled_at + self.kill_grace:
                 self._ended(slot)  # SIGTERM did not end it: reaping SIGKILLs the group
                 continue

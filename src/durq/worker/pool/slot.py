@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from durq.model import Outcome
 from durq.worker.pool.children import Child, describe_exit
-from durq.worker.pool.protocol import ChildDied
+from durq.worker.pool.protocol import DEPTH, ChildDied, TakeBack
 
 if TYPE_CHECKING:
     from durq.registry import Registry
@@ -14,6 +15,18 @@ if TYPE_CHECKING:
     from durq.worker.state import Attempt
 
 MB = 1024 * 1024
+
+#: Seconds between the loop's checks of the children (timeouts, kills due, memory, new
+#: children that do not answer) while any holds a job.
+WATCH_TICK = 0.01
+#: Seconds between two reads of a busy child's memory.
+MEMORY_TICK = 0.05
+#: A next job is sent to a child only while the one it runs started less than this many
+#: seconds ago (short jobs: the hand-off hides the pipe's round trip)...
+HOLD = 0.005
+#: ...and is taken back once the one it waits behind has run this many seconds, for the
+#: next free child (a long body never holds a job that another child could run).
+TAKE_BACK_AFTER = 0.02
 
 
 class Slot:
@@ -29,6 +42,7 @@ class Slot:
         self.reason: str | None = None  # why the head's body is being stopped, once it is
         self.signalled_at = 0.0
         self.memory_at = 0.0  # when its memory was last read
+        self.rss = 0  # bytes the child held when found over max_memory_per_child (else 0)
         self.doomed: dict[int, str] = {}  # waiting attempts interrupted: id -> reason
         self.asked_back = False  # a TakeBack of the waiting attempts is on its way
         self.retiring = ""  # why it is replaced once it holds nothing more ("": it is not)
@@ -68,3 +82,51 @@ def stopped_outcome(
     else:
         message = f"worker child died: {describe_exit(code)}"
     return executor.errored(job, task, ChildDied(message))
+
+
+def free_slot(slots: list[Slot], now: float) -> Slot | None:
+    """The slot whose child takes the next job (``now``: ``time.monotonic()``): one that
+    holds nothing, else one whose running body started less than :data:`HOLD` ago (the
+    job then waits in the child behind it); None when no child can take one now."""
+    behind: Slot | None = None
+    for slot in slots:
+        child = slot.child
+        if child is None or not child.ready or slot.retiring:
+            continue
+        if not slot.sent:
+            return slot
+        if (
+            behind is None
+            and len(slot.sent) < DEPTH
+            and not slot.asked_back
+            and slot.reason is None
+            and now - slot.head_since < HOLD
+        ):
+            behind = slot
+    return behind
+
+
+def wait_ms(slots: list[Slot], retired: bool) -> float | None:
+    """How long the pool's loop may sleep in poll, in ms (None: until a pipe or a
+    wake-up): a tick while any child holds a job, starts, retires or is due to start."""
+    if retired or any(
+        s.sent
+        or s.retiring
+        or s.respawn_at is not None
+        or (s.child is not None and not s.child.ready)
+        for s in slots
+    ):
+        return WATCH_TICK * 1000
+    return None
+
+
+def take_back_waiting(slots: list[Slot]) -> bool:
+    """Ask every child for the jobs waiting behind the one it runs (the worker is
+    stopping: they go back to the queue unstarted, as :class:`TakeBack` answers come in).
+    Returns True."""
+    for slot in slots:
+        if slot.child is not None and len(slot.sent) > 1 and not slot.asked_back:
+            slot.asked_back = True
+            with contextlib.suppress(OSError):
+                slot.child.send(TakeBack(tuple(a.job.id for a in slot.sent[1:])))
+    return True
