@@ -110,6 +110,20 @@ def interrupt(thread_id: int, exc: type[BaseException]) -> bool:
         return True
 
 
+def hold(exc: type[BaseException]) -> bool:
+    """From a signal handler (it runs on the thread it interrupted): while this thread is
+    shielded, hold ``exc`` to be raised as it leaves its outermost shield and return True;
+    False when it is not shielded (the handler raises itself). Takes no lock: the handler
+    may have interrupted this thread inside :func:`enter` or :func:`leave`, which look at
+    the held request only after the depth changed (a dict read or write is atomic under
+    the GIL)."""
+    tid = _ident()
+    if tid in _depth:
+        _deferred[tid] = exc
+        return True
+    return False
+
+
 def forget(thread_id: int) -> None:
     """Drop what :func:`interrupt` asked of ``thread_id`` and clear an exception set in it
     but not raised yet: the code it was meant for is gone (the body returned)."""

@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 import durq
 from durq.worker.interrupt import RAISE_EVERY
 from tests.support.procs import wait_for, workers
@@ -17,10 +19,15 @@ from tests.support.procs import wait_for, workers
 LOOPS = ("progress_loop", "step_loop", "enqueue_loop")
 
 
-def test_bodies_stopped_inside_the_store_leave_the_worker_running(url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("pool", ["threads", "processes"])
+def test_bodies_stopped_inside_the_store_leave_the_worker_running(
+    url: str, tmp_path: Path, pool: str
+) -> None:
     """The adversarial repro: 40 bodies that loop on store calls with ``timeout=0.2`` and
     40 trivial jobs, ``-c 4``. Before the shield, on SQLite a raise landed between taking
-    the write turn and giving it back: no job finished and every loop logged store_busy."""
+    the write turn and giving it back: no job finished and every loop logged store_busy.
+    In the process pool the children write progress themselves: there the SIGTERM
+    handler's raise waits for the store call too."""
     producer = durq.Durq(url)
     try:
         loops = [
@@ -32,7 +39,8 @@ def test_bodies_stopped_inside_the_store_leave_the_worker_running(url: str, tmp_
         producer.close()
     ids = [j.id for j in loops + trivial]
     spec = {"app": "tests.apps.shield", "url": url, "log": tmp_path / "w.log",
-            "args": ("-c", "4", "--grace", "2", "--queues", "shield,shield-forever"),
+            "args": ("-c", "4", "--grace", "2", "--queues", "shield,shield-forever",
+                     "--pool", pool),
             "env": {"DURQ_MARKS": str(tmp_path), "PYTHONFAULTHANDLER": "1"}}  # fmt: skip
     check = durq.Durq(url)
     try:

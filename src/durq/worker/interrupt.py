@@ -65,6 +65,18 @@ _BY_REASON: dict[str, type[Interrupted]] = {
 }
 
 
+def exception_for(reason: str) -> type[Interrupted]:
+    """The :class:`durq.Interrupted` subclass raised for ``reason`` (its ``reason`` set).
+
+    Raises:
+        ValueError: ``reason`` is not one of :data:`REASONS`.
+    """
+    try:
+        return _BY_REASON[reason]
+    except KeyError:
+        raise ValueError(f"reason must be one of {REASONS}, not {reason!r}") from None
+
+
 class BodyGuard:
     """The thread running one attempt's body, while it runs it."""
 
