@@ -77,9 +77,11 @@ class Interrupted(BaseException):
 
     A ``BaseException`` (like ``KeyboardInterrupt``), so that a body's ``except Exception``
     does not swallow it; a body may clean up in ``finally``. In a ``def`` task it is raised
-    in the body's thread at its next Python bytecode and raised again every 0.1 s until the
-    body is gone; a blocking C call (``time.sleep``, a socket read, ``Lock.acquire``) is not
-    interrupted until it returns. ``async def`` bodies are cancelled instead
+    in the body's thread at its next Python bytecode (never inside durq's own store calls:
+    it waits for the call to return) and raised again every 1 s until the body is gone, so a
+    ``finally`` block has 1 s to clean up before the next raise; a blocking C call
+    (``time.sleep``, a socket read, ``Lock.acquire``) is not interrupted until it returns.
+    At shutdown a body still running past the grace gets it with ``"lease_lost"``. ``async def`` bodies are cancelled instead
     (``asyncio.CancelledError``). See docs/features/timeouts.md.
 
     Attributes:

@@ -14,7 +14,7 @@ from tests.structure.imports import cycles, graph, modules
 #: From the bottom. A module belongs to the first row one of whose prefixes it equals or
 #: starts with (``durq.store`` covers ``durq.store.sqlite.jobs``).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("durq.errors", "durq.failpoints", "durq.observability.events")),
+    ("foundation", ("durq.errors", "durq.failpoints", "durq.observability.events", "durq.shield")),
     ("model", ("durq.model",)),
     (
         "parsing",

@@ -6,31 +6,34 @@ raise an exception at its next Python bytecode. A blocking C call is not interru
 is raised as soon as it returns (measured on CPython 3.11: a ``time.sleep(3)`` interrupted
 at 0.3 s raised at 3.01 s). The worker raises it again every
 :data:`RAISE_EVERY` seconds until the body is gone (a body that catches it once is asked
-again).
+again); the pause lets a ``finally`` block clean up before the next raise.
 
 The guard makes sure the exception can only land inside the body: :meth:`BodyGuard.run`
 records the thread while the body runs, :meth:`BodyGuard.interrupt` raises only while it
 does (under the guard's lock), and on the way out the guard forgets the thread and clears
 an exception that was set but not yet raised, so that none reaches the worker's own code.
+While the body is inside durq's store (a ``ctx.progress``, ``ctx.step``, an enqueue) the
+raise waits for the store call to end (:mod:`durq.shield`), so no lock or connection of
+durq's is left taken.
 """
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from collections.abc import Callable
 from typing import TypeVar
 
+from durq import shield
 from durq.errors import Interrupted
 
 T = TypeVar("T")
 
-#: Seconds between two raises into a body that has not stopped yet.
-RAISE_EVERY = 0.1
+#: Seconds between two raises into a body that has not stopped yet: long enough for a
+#: ``finally`` block to clean up (it is not cut short by the next raise), short enough that
+#: a body that caught the exception and went on is asked again soon.
+RAISE_EVERY = 1.0
 
 REASONS = ("timeout", "cancelled", "expired", "lease_lost")
-
-_set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
 
 
 class _Timeout(Interrupted):
@@ -62,9 +65,16 @@ _BY_REASON: dict[str, type[Interrupted]] = {
 }
 
 
-def _raise_in(thread_id: int, exc: type[BaseException] | None) -> int:
-    """Set (or with None clear) the exception pending in a thread; the threads changed."""
-    return int(_set_async_exc(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None))
+def exception_for(reason: str) -> type[Interrupted]:
+    """The :class:`durq.Interrupted` subclass raised for ``reason`` (its ``reason`` set).
+
+    Raises:
+        ValueError: ``reason`` is not one of :data:`REASONS`.
+    """
+    try:
+        return _BY_REASON[reason]
+    except KeyError:
+        raise ValueError(f"reason must be one of {REASONS}, not {reason!r}") from None
 
 
 class BodyGuard:
@@ -95,14 +105,16 @@ class BodyGuard:
                 with self._lock:
                     thread, self._thread = self._thread, None
                 if thread is not None:
-                    _raise_in(thread, None)  # one set just before we left: never raised
+                    shield.forget(thread)  # one set (or held) just before we left: never raised
                 return
             except Interrupted:  # raised here rather than in the body: the body is done
                 continue
 
     def interrupt(self, reason: str) -> bool:
         """Raise :class:`durq.Interrupted` (``reason``) in the body's thread at its next
-        bytecode. Returns False when no body runs (not started yet, or already returned).
+        bytecode, or, while the body is inside durq's store, as the store call ends
+        (:mod:`durq.shield`). Returns False when no body runs (not started yet, or already
+        returned).
 
         Raises:
             ValueError: ``reason`` is not one of :data:`REASONS`.
@@ -112,6 +124,6 @@ class BodyGuard:
         with self._lock:
             if self._thread is None:
                 return False
-            _raise_in(self._thread, _BY_REASON[reason])
-            self.raised += 1
+            if shield.interrupt(self._thread, _BY_REASON[reason]):
+                self.raised += 1
             return True

@@ -50,6 +50,23 @@ def stop(worker: WorkerHost, attempt: Attempt, reason: str) -> None:
         )
 
 
+#: Seconds a shutdown waits for the bodies it interrupted past the grace to return.
+STOP_WAIT = 1.0
+
+
+def stop_given_back(worker: WorkerHost, attempts: list[Attempt], wait: float) -> None:
+    """At shutdown past the grace: interrupt the ``def`` bodies still running (their jobs
+    are given back; ``lease_lost``, so a ``finally`` runs) and wait up to ``wait`` seconds
+    for them to return. A body left inside the store as it closes would race the close
+    (closing a SQLite connection another thread uses can crash the process)."""
+    threads = [a for a in attempts if not a.is_async and not a.in_pool]
+    for attempt in threads:
+        worker.interrupt(attempt, "lease_lost")
+    deadline = time.monotonic() + wait
+    while any(not a.returned for a in threads) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 class Timeouts(Service):
     """Interrupts bodies at their deadline, again until they stop; reports the ones that
     will not stop and a blocked event loop. Ticks every :attr:`tick` seconds (in memory)."""

@@ -36,7 +36,7 @@ from durq.worker.scheduler import Scheduler
 from durq.worker.services import Claimer, Heartbeat, Reaper, error_json
 from durq.worker.state import Attempt, InFlight
 from durq.worker.stats import WorkerStats
-from durq.worker.stopping import Cancels, Timeouts
+from durq.worker.stopping import STOP_WAIT, Cancels, Timeouts, stop_given_back
 from durq.worker.sweeper import attach as attach_sweeper
 
 if TYPE_CHECKING:
@@ -389,6 +389,7 @@ class Worker:
         for attempt in abandoned:
             attempt.ctx.mark_lease_lost()
             self._release(attempt)
+        stop_given_back(self, abandoned, STOP_WAIT)  # none is left in the store as it closes
         self.timeouts.stop()
         self.cancels.stop()
         self.heartbeat.stop()
@@ -562,7 +563,8 @@ class Worker:
         :meth:`durq.worker.pool.ProcessPool.interrupt`). Its slot and
         lease stay held until the body has returned; a cancelled or expired attempt's
         outcome is then dropped, a timed-out one is written as ``timed_out``. Calling it
-        again raises again (the timeouts service does, every 0.1 s, until the body is gone).
+        again raises again (the timeouts service does, every
+        :data:`durq.worker.interrupt.RAISE_EVERY` seconds, until the body is gone).
 
         Args:
             attempt: an attempt in this worker's table.

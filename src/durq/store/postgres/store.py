@@ -24,6 +24,8 @@ import psycopg
 from durq.codecs import Codec
 from durq.errors import StoreError
 from durq.model.limits import lock_id
+from durq.shield import enter as shield_enter
+from durq.shield import leave as shield_leave
 from durq.store.base import Shortcuts
 from durq.store.postgres import limits as lq
 from durq.store.postgres import queries as q
@@ -158,7 +160,11 @@ class PostgresStore(
     @contextlib.contextmanager
     def _tx(self, transaction: bool = True) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection; inside one transaction unless ``transaction=False``, for a
-        single statement, which is then its own transaction (no BEGIN/COMMIT round trips)."""
+        single statement, which is then its own transaction (no BEGIN/COMMIT round trips).
+
+        Shielded (:mod:`durq.shield`) from before the checkout until the connection is back
+        in the pool: a task body's interruption cannot leak it or leave it mid-transaction."""
+        shield_enter()
         try:
             with self._pool.connection() as conn:
                 if transaction:
@@ -176,6 +182,8 @@ class PostgresStore(
             if isinstance(exc, PoolTimeout):
                 raise translate(exc, self.options) from exc
             raise
+        finally:
+            shield_leave()
 
     def close(self) -> None:
         self._closing.set()

@@ -24,6 +24,8 @@ from durq.errors import (
     StoreReadOnly,
 )
 from durq.failpoints import hit
+from durq.shield import enter as shield_enter
+from durq.shield import leave as shield_leave
 from durq.store.sqlite.gate import WriteGate
 
 MIN_SQLITE = (3, 35, 0)  # RETURNING
@@ -246,18 +248,25 @@ class GatedTransaction:
         self.closed = False
 
     def __enter__(self) -> None:
-        closed = self.gate.enter(self.urgent, self.opts.lock_timeout)
-        if closed is None:
-            raise StoreBusy(
-                f"{self.opts.path}: no turn for the write lock within {self.opts.lock_timeout} s "
-                "(other writers of this process held it)"
-            )
+        # Shielded from entry to the end of __exit__ (durq.shield): a task body's
+        # interruption must not land between taking the turn and giving it back.
+        shield_enter()
         try:
-            _begin_gated(self.conn, self.opts, self.gate, self.urgent)
-        except BaseException as exc:
-            self.gate.leave(closed)
-            if isinstance(exc, sqlite3.Error):
-                raise translate(exc, self.opts.path) from exc
+            closed = self.gate.enter(self.urgent, self.opts.lock_timeout)
+            if closed is None:
+                raise StoreBusy(
+                    f"{self.opts.path}: no turn for the write lock within "
+                    f"{self.opts.lock_timeout} s (other writers of this process held it)"
+                )
+            try:
+                _begin_gated(self.conn, self.opts, self.gate, self.urgent)
+            except BaseException as exc:
+                self.gate.leave(closed)
+                if isinstance(exc, sqlite3.Error):
+                    raise translate(exc, self.opts.path) from exc
+                raise
+        except BaseException:
+            shield_leave()
             raise
         self.closed = closed
 
@@ -280,7 +289,10 @@ class GatedTransaction:
             if isinstance(exc, sqlite3.Error):
                 raise translate(exc, self.opts.path) from exc
         finally:
-            self.gate.leave(self.closed)
+            try:
+                self.gate.leave(self.closed)
+            finally:
+                shield_leave()
 
 
 def _roll_back(conn: sqlite3.Connection) -> None:
@@ -305,31 +317,35 @@ def gated_statement(
         StoreBusy: no turn, or still busy after ``opts.lock_timeout`` seconds.
         StoreError: any other SQLite failure (the statement wrote nothing).
     """
-    closed = gate.enter(False, opts.lock_timeout)
-    if closed is None:
-        raise StoreBusy(
-            f"{opts.path}: no turn for the write lock within {opts.lock_timeout} s "
-            "(other writers of this process held it)"
-        )
+    shield_enter()  # no task body's interruption lands while the turn is held
     try:
-        deadline = time.monotonic() + opts.lock_timeout
-        pause = 0.001
-        while True:
-            try:
-                return conn.execute(sql, params)
-            except sqlite3.OperationalError as exc:
-                _roll_back(conn)  # nothing is pending (WAL refuses before writing): be sure
-                if not is_busy(exc) or time.monotonic() >= deadline:
-                    raise
-            left = max(0.0, deadline - time.monotonic())
-            if gate.turns.urgent_waiting() and not gate.turns.step_aside(left):
-                raise sqlite3.OperationalError("database is locked (no turn)")
-            time.sleep(pause * (0.5 + random.random()))
-            pause = min(pause * 2, 0.05)
-    except sqlite3.Error as exc:
-        raise translate(exc, opts.path) from exc
+        closed = gate.enter(False, opts.lock_timeout)
+        if closed is None:
+            raise StoreBusy(
+                f"{opts.path}: no turn for the write lock within {opts.lock_timeout} s "
+                "(other writers of this process held it)"
+            )
+        try:
+            deadline = time.monotonic() + opts.lock_timeout
+            pause = 0.001
+            while True:
+                try:
+                    return conn.execute(sql, params)
+                except sqlite3.OperationalError as exc:
+                    _roll_back(conn)  # nothing is pending (WAL refuses before writing)
+                    if not is_busy(exc) or time.monotonic() >= deadline:
+                        raise
+                left = max(0.0, deadline - time.monotonic())
+                if gate.turns.urgent_waiting() and not gate.turns.step_aside(left):
+                    raise sqlite3.OperationalError("database is locked (no turn)")
+                time.sleep(pause * (0.5 + random.random()))
+                pause = min(pause * 2, 0.05)
+        except sqlite3.Error as exc:
+            raise translate(exc, opts.path) from exc
+        finally:
+            gate.leave(closed)
     finally:
-        gate.leave(closed)
+        shield_leave()
 
 
 def _begin_gated(
@@ -369,23 +385,27 @@ def _transaction(
     opts: SqliteOptions,
     begin: Callable[[], object] | None = None,
 ) -> Iterator[None]:
+    shield_enter()  # see GatedTransaction
     try:
-        if begin is None:
-            retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"), opts)
-        else:
-            begin()
-    except sqlite3.Error as exc:
-        raise translate(exc, opts.path) from exc
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException as exc:
-        if conn.in_transaction:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.Error):
+        try:
+            if begin is None:
+                retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"), opts)
+            else:
+                begin()
+        except sqlite3.Error as exc:
             raise translate(exc, opts.path) from exc
-        raise
+        try:
+            yield
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise translate(exc, opts.path) from exc
+            raise
+    finally:
+        shield_leave()
 
 
 def migration_files() -> list[tuple[int, str, str]]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from durq.codecs import Codec
 from durq.errors import StoreError
+from durq.shield import shielded
 from durq.store.base import Shortcuts
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.admin import AdminMixin
@@ -161,14 +162,15 @@ class SqliteStore(
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            if hasattr(self, "_identity"):
-                # A new thread's connection would create an empty file where a deleted
-                # database was: say what happened instead of "no such table".
-                self.verify()
-            conn = connect(self.options)
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
+            with shielded():  # a body's interruption must not leave it half recorded
+                if hasattr(self, "_identity"):
+                    # A new thread's connection would create an empty file where a deleted
+                    # database was: say what happened instead of "no such table".
+                    self.verify()
+                conn = connect(self.options)
+                self._local.conn = conn
+                with self._lock:
+                    self._all.append(conn)
         return conn
 
     def _writer_conn(self) -> sqlite3.Connection:
@@ -178,15 +180,16 @@ class SqliteStore(
         conn: sqlite3.Connection | None = getattr(self._local, "writer", None)
         if conn is None:
             conn = self._conn()  # the file checks, and the thread's first connection
-            conn = connect(self.options)
-            try:
-                conn.execute("PRAGMA busy_timeout = 0")
-            except sqlite3.Error as exc:
-                conn.close()
-                raise translate(exc, self.path) from exc
-            self._local.writer = conn
-            with self._lock:
-                self._all.append(conn)
+            with shielded():
+                conn = connect(self.options)
+                try:
+                    conn.execute("PRAGMA busy_timeout = 0")
+                except sqlite3.Error as exc:
+                    conn.close()
+                    raise translate(exc, self.path) from exc
+                self._local.writer = conn
+                with self._lock:
+                    self._all.append(conn)
         return conn
 
     def _write_one(self, sql: str, params: Any) -> sqlite3.Cursor:

@@ -31,12 +31,14 @@ from functools import partial
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, cast
 
+from durq import shield
 from durq.classify import describe
 from durq.context import JobContext
 from durq.errors import Interrupted
 from durq.model import AttemptError, Claimed, Outcome
 from durq.observability import tracing
 from durq.worker.executor import Executor
+from durq.worker.interrupt import REASONS, exception_for
 from durq.worker.pool.protocol import (
     EXIT,
     MEMORY_ENV,
@@ -170,6 +172,10 @@ class Body:
         self.stopped = True
         reason = self.reason or "cancelled"
         ctx.mark_interrupted(reason)
+        # not inside durq's store (the child writes progress and steps itself): a body in
+        # a store call gets it as the call returns (durq.shield)
+        if reason in REASONS and shield.hold(exception_for(reason)):
+            return
         raise Interrupted(reason)
 
 
