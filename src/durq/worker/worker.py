@@ -599,13 +599,10 @@ class Worker:
 
     def _pool_done(self, attempt: Attempt, outcome: Outcome) -> None:
         """A body that ran in the process pool ended (its child reaped if it had to go)."""
-        self.prefetch.ran(time.monotonic() - attempt.started)
         if self.inflight.slots > self._pool_slots:  # shrinking after short bodies
             with self.inflight.lock:
                 self.inflight.slots = max(self._pool_slots, self.inflight.busy - 1)
-        if self.inflight.returned(attempt):
-            self.claimer.submit(attempt, outcome)
-        self.start_prefetched()
+        self._ended(attempt, outcome)
 
     def _pool_unstarted(self, attempts: list[Attempt]) -> None:
         """Jobs the pool held but never started when the worker began to stop: back to
