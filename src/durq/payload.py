@@ -165,6 +165,8 @@ def encode_result(value: Any, limit: int | None) -> str:
             deep a nesting, or a value JSON cannot hold (NaN, bytes, a set, an object).
         PayloadTooLarge: the encoding is over ``limit`` bytes.
     """
+    if value is None and (limit is None or limit >= 4):  # most tasks return None
+        return "null"
     check_structure(value, "result")
     return encode(value, what="result", limit=limit)
 

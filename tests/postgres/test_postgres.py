@@ -17,6 +17,7 @@ import pytest
 
 import durq
 from durq.model import JobFilter
+from durq.worker.prefetch import default_depth
 from tests.conftest import PG_URL, require_pg
 from tests.support.procs import ROOT, WorkerProc, wait_for
 
@@ -183,8 +184,8 @@ def test_four_workers_on_two_hosts_drain_20000_jobs(
         for pids in starts.values():
             assert len([p for p in pids if p not in killed]) <= 1
             extra += len(pids) - 1
-        # a killed worker repeats at most what it held: its 8 slots and its prefetch (16)
-        assert extra <= kills * (8 + 16)
+        # a killed worker repeats at most what it held: its 8 slots and its prefetch
+        assert extra <= kills * (8 + default_depth(8))
 
 
 @pytest.mark.slow

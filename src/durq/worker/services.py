@@ -67,6 +67,7 @@ class Claimer(Service):
         self.worker = worker
         self.outcomes: queue.SimpleQueue[tuple[Attempt, Outcome]] = queue.SimpleQueue()
         self._wake = threading.Event()
+        self._waiting = False  # the loop is (about to be) asleep: submit must wake it
         self._claiming = True
         self._checked = 0.0
 
@@ -76,7 +77,8 @@ class Claimer(Service):
             settle_pause(self.worker, attempt, outcome)
             return
         self.outcomes.put((attempt, storable(attempt, outcome, self.worker.app.store.now)))
-        self._wake.set()
+        if self._waiting:  # after the put: a claimer about to wait sees the outcome
+            self._wake.set()
 
     def wake(self) -> None:
         self._wake.set()
@@ -124,7 +126,12 @@ class Claimer(Service):
                     want = True
                     continue
                 idle = time.monotonic() - busy_at > IDLE_AFTER
-                self._wake.wait((idle_poll if idle else w.poll_interval) if capacity > 0 else 0.1)
+                self._waiting = True  # before the check: an outcome put after it wakes us
+                if self.outcomes.empty():
+                    self._wake.wait(
+                        (idle_poll if idle else w.poll_interval) if capacity > 0 else 0.1
+                    )
+                self._waiting = False
                 continue
             queues = w.queues[turn % len(w.queues) :] + w.queues[: turn % len(w.queues)]
             turn += 1

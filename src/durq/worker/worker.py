@@ -47,6 +47,7 @@ log = logging.getLogger("durq.worker")
 #: Seconds past an async task's timeout before the watchdog cancels it too (``asyncio.timeout``
 #: should have by then; a coroutine that blocks the loop or swallows the cancel has not).
 ASYNC_TIMEOUT_SLACK = 1.0
+_NO_SPAN = contextlib.nullcontext(None)
 
 
 class Worker:
@@ -61,7 +62,7 @@ class Worker:
             (:data:`durq.checks.MAX_THREADS`), or to 512 children with ``pool="processes"``
             (:data:`durq.checks.MAX_CHILDREN`).
         prefetch: most jobs claimed ahead of the free slots (default
-            :func:`durq.worker.prefetch.default_depth`: 2 * concurrency, at least 16; 0
+            :func:`durq.worker.prefetch.default_depth`: 2 * concurrency, at least 64; 0
             turns it off), so that a slot that frees starts its next job without waiting
             for a commit. Only while jobs are short: see :mod:`durq.worker.prefetch`.
             Jobs with a limit and jobs of a paused queue are never claimed ahead; jobs
@@ -613,13 +614,14 @@ class Worker:
             if self.inflight.returned(attempt):
                 self.inflight.settle(attempt)
 
-    @contextlib.contextmanager
-    def _traced(self, attempt: Attempt) -> Iterator[Any]:
+    def _traced(self, attempt: Attempt) -> contextlib.AbstractContextManager[Any]:
         """The attempt's OpenTelemetry span when tracing is on (durq.observability.tracing),
-        else None; reading the trace context is the one extra read, only then."""
-        if not tracing.enabled():
-            yield None
-            return
+        else None (a shared null context: no generator on every job's path)."""
+        return self._span(attempt) if tracing.enabled() else _NO_SPAN
+
+    @contextlib.contextmanager
+    def _span(self, attempt: Attempt) -> Iterator[Any]:
+        """The span; reading the trace context is the one extra read, only then."""
         try:
             record = self.app.store.get(attempt.job.id)
         except Exception:  # noqa: BLE001 - a trace must never fail an attempt

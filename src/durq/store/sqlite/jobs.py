@@ -153,8 +153,7 @@ class JobsMixin(SqliteBase):
             return applied, claimed  # nothing to write: no write lock taken
         with self._write(urgent=bool(outcomes)):  # outcomes go before ordinary writers
             now = self.now()  # after the lock is ours: a wait for it must not shorten leases
-            for o in outcomes:
-                applied.append(self._finish_one(conn, o, now))
+            applied = self._finish_all(conn, outcomes, now)
             if outcomes:
                 self._close_batches_of(outcomes, applied, now)
                 finished = [o.job_id for o, done in zip(outcomes, applied, strict=True) if done]
@@ -216,6 +215,28 @@ class JobsMixin(SqliteBase):
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from exc
         return bool(row and row[0])
+
+    @classmethod
+    def _finish_all(
+        cls, conn: sqlite3.Connection, outcomes: Sequence[Outcome], now: float
+    ) -> list[bool]:
+        """Write ``outcomes`` (each fenced by its lease token); whether each was applied,
+        in order. Successes go in one statement (``FINISH_SUCCEEDED_MANY``), the rest
+        one statement each."""
+        wins = [o for o in outcomes if o.kind == "succeeded"]
+        many = len(wins) > 1 and len({o.job_id for o in outcomes}) == len(outcomes)
+        done: set[int] = set()
+        if many:  # (one job twice, two attempts' outcomes: RETURNING could not tell them apart)
+            rows = json.dumps([[o.job_id, o.lease_token, o.result] for o in wins])
+            cur = conn.execute(q.FINISH_SUCCEEDED_MANY, {"rows": rows, "now": now})
+            done = {r[0] for r in cur.fetchall()}
+        applied = []
+        for o in outcomes:
+            if many and o.kind == "succeeded":
+                applied.append(o.job_id in done)
+            else:
+                applied.append(cls._finish_one(conn, o, now))
+        return applied
 
     @staticmethod
     def _finish_one(conn: sqlite3.Connection, o: Outcome, now: float) -> bool:

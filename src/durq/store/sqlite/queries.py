@@ -121,6 +121,21 @@ SET state = 'succeeded', result = :result, finished_at = :now,
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
+# Many successes in one statement: the claimer's batch, as a JSON array of
+# [id, token, result] (a result is JSON text). Each row stays fenced by its own token;
+# RETURNING names the rows written. One statement instead of one per job: each
+# statement is a round trip through the sqlite3 module that gives up the GIL (the
+# worker's runner threads then hold it while the claimer waits to go on).
+FINISH_SUCCEEDED_MANY = """
+UPDATE jobs
+SET state = 'succeeded', result = o.result, finished_at = :now,
+    lease_token = NULL, lease_expires_at = NULL
+FROM (SELECT value ->> 0 AS id, value ->> 1 AS token, value ->> 2 AS result
+      FROM json_each(:rows)) AS o
+WHERE jobs.id = o.id AND jobs.lease_token = o.token AND jobs.state = 'running'
+RETURNING jobs.id
+"""
+
 # A retry of a job with no attempts left fails it instead: the store bounds attempts
 # itself, whatever the caller decided.
 FINISH_RETRY = f"""
