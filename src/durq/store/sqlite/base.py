@@ -47,7 +47,12 @@ class SqliteBase:
 
         # jobs.py
         def _insert(
-            self, conn: sqlite3.Connection, jobs: Sequence[NewJob], *, explicit_ids: bool
+            self,
+            conn: sqlite3.Connection,
+            jobs: Sequence[NewJob],
+            *,
+            explicit_ids: bool,
+            simple: bool = False,
         ) -> list[Inserted]: ...
 
         # batching.py

@@ -52,17 +52,26 @@ class JobsMixin(SqliteBase):
             except sqlite3.Error as exc:
                 raise translate(exc, self.path) from exc
         conn = self._conn()
+        simple = all(job.plain for job in jobs)  # one check a row, not one per pass
         with self._write():
-            return self._set_extras(conn, jobs, self._insert(conn, jobs, explicit_ids=True))
+            inserted = self._insert(conn, jobs, explicit_ids=True, simple=simple)
+            return inserted if simple else self._set_extras(conn, jobs, inserted)
 
     def _insert(
-        self, conn: sqlite3.Connection, jobs: Sequence[NewJob], *, explicit_ids: bool
+        self,
+        conn: sqlite3.Connection,
+        jobs: Sequence[NewJob],
+        *,
+        explicit_ids: bool,
+        simple: bool = False,
     ) -> list[Inserted]:
         """Insert on ``conn`` inside whatever transaction it has open.
 
         With ``explicit_ids`` (only under our own ``BEGIN IMMEDIATE``, where nobody else can
         insert) plain rows get ids from ``sqlite_sequence`` and go in one ``executemany``;
-        otherwise each row is inserted on its own and SQLite assigns its id.
+        otherwise each row is inserted on its own and SQLite assigns its id. ``simple``:
+        the caller found every row plain (:attr:`NewJob.plain`), so the limit, hook and
+        workflow passes are skipped.
         """
         now = self.now()
         out: list[Inserted] = []
@@ -126,6 +135,8 @@ class JobsMixin(SqliteBase):
                 out.append(Inserted(existing[0], False, existing[5], existing[13]))
         if plain:
             insert_rows(conn, plain)
+        if simple:  # every row plain (the caller checked): nothing more to set
+            return out
         self._set_limits(conn, jobs, out)
         self._set_hooks(conn, jobs, out)
         self._set_workflow(conn, jobs, out)
