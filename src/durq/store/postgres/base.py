@@ -78,7 +78,7 @@ class PostgresBase:
 
         # jobs.py
         def _enqueue_on(
-            self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]
+            self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob], *, simple: bool = False
         ) -> list[Inserted]: ...
 
         @staticmethod

@@ -64,10 +64,17 @@ class JobsMixin(PostgresBase):
                 row = conn.execute(self._sql["INSERT_ONE"], params).fetchone()
             assert row is not None
             return [Inserted(int(row[0]), True, float(row[1]), float(row[2]))]
+        simple = all(job.plain for job in jobs)  # one check a row, not one per pass
         with self._tx() as conn:
-            return self._set_extras(conn, jobs, self._enqueue_on(conn, jobs))
+            inserted = self._enqueue_on(conn, jobs, simple=simple)
+            return inserted if simple else self._set_extras(conn, jobs, inserted)
 
-    def _enqueue_on(self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[Inserted]:
+    def _enqueue_on(
+        self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob], *, simple: bool = False
+    ) -> list[Inserted]:
+        """Insert ``jobs`` on ``conn`` in its transaction. ``simple``: the caller found
+        every row plain (:attr:`NewJob.plain`), so the limit, hook and workflow passes are
+        skipped."""
         at = self._at()
         out: list[Inserted] = []
         plain: list[NewJob] = []
@@ -129,9 +136,10 @@ class JobsMixin(PostgresBase):
                     Inserted(int(existing[0]), False, float(existing[5]), float(existing[13]))
                 )
         flush()
-        self._set_limits(conn, jobs, out)
-        self._set_hooks(conn, jobs, out)
-        self._set_workflow(conn, jobs, out, at)
+        if not simple:
+            self._set_limits(conn, jobs, out)
+            self._set_hooks(conn, jobs, out)
+            self._set_workflow(conn, jobs, out, at)
         for queue in sorted({j.queue for j in jobs}):
             conn.execute(self._sql["NOTIFY"], {"channel": self.channel, "queue": queue})
         return out
