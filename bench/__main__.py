@@ -31,6 +31,7 @@ from bench import (
     pg_cases,
     pools,
     recovery,
+    targets,
     workflows,
 )
 from bench.common import machine_info
@@ -253,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
             }
             progress.print(f"[red] failed: {type(exc).__name__}[/red]")
     total = time.perf_counter() - began
+    targets.derive(results)
+    if "targets" in results:
+        sections.append(targets.section())
 
     render(console, machine, results, sections)
     console.print(f"[dim]{'quick' if args.quick else 'full'} run, {total:.0f}s[/dim]")

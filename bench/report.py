@@ -55,7 +55,7 @@ class Section:
     peers: tuple[Peer, ...]
     rows: list[Row]
     note: str
-    ratio_title: str = "durq/best peer"  # the header of the ratio column
+    ratio_title: str = "durq/best peer"  # the header of the ratio column ("": none)
 
 
 SQLITE_PEERS = (
@@ -506,7 +506,8 @@ def render_section(console: Console, results: Results, section: Section) -> None
     t.add_column("pass", justify="center")
     for peer in section.peers:
         t.add_column(peer.title, justify="right")
-    t.add_column(section.ratio_title, justify="right")
+    if section.ratio_title:
+        t.add_column(section.ratio_title, justify="right")
     for peer in section.peers:
         if peer.floor:
             t.add_column(f"durq/{peer.short}", justify="right")
@@ -535,7 +536,7 @@ def render_section(console: Console, results: Results, section: Section) -> None
             target,
             mark,
             *cells,
-            shown,
+            *([shown] if section.ratio_title else []),
             *(ratio(got, x) for p, x in zip(section.peers, figures, strict=True) if p.floor),
         )
     console.print(t)
