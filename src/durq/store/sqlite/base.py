@@ -89,8 +89,15 @@ class SqliteBase:
         ) -> None: ...
 
         # fairness.py
+        def _any_fair(self, conn: sqlite3.Connection, params: dict[str, Any]) -> bool: ...
+
         def _claim_fair(
-            self, conn: sqlite3.Connection, params: dict[str, Any], limit: int, rounds: int = 1
+            self,
+            conn: sqlite3.Connection,
+            params: dict[str, Any],
+            limit: int,
+            rounds: int = 1,
+            probed: bool = False,
         ) -> list[Claimed]: ...
 
         # hooking.py

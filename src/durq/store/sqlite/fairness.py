@@ -100,13 +100,23 @@ class FairnessMixin(SqliteBase):
 
     _fair_claims = 0  # fair claims this store made (every FULL_SCAN_EVERY-th: the full scan)
 
+    def _any_fair(self, conn: sqlite3.Connection, params: dict[str, Any]) -> bool:
+        """Whether ``params["queue"]`` has a queued fair-keyed job (one index probe)."""
+        return conn.execute(ANY_FAIR_QUEUED, params).fetchone() is not None
+
     def _claim_fair(
-        self, conn: sqlite3.Connection, params: dict[str, Any], limit: int, rounds: int = 1
+        self,
+        conn: sqlite3.Connection,
+        params: dict[str, Any],
+        limit: int,
+        rounds: int = 1,
+        probed: bool = False,
     ) -> list[Claimed]:
         """Claim up to ``limit`` fair-keyed jobs of ``params["queue"]``, round-robin over
         their keys, in at most ``rounds`` rounds of one job per key (inside the caller's
-        write transaction)."""
-        if limit <= 0 or conn.execute(ANY_FAIR_QUEUED, params).fetchone() is None:
+        write transaction). ``probed``: the caller found such a job (:meth:`_any_fair`)
+        in this transaction already."""
+        if limit <= 0 or not (probed or self._any_fair(conn, params)):
             return []
         claimed: list[Claimed] = []
         self._fair_claims += 1

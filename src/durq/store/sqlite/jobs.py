@@ -182,9 +182,10 @@ class JobsMixin(SqliteBase):
                     params["queue"] = queue
                     room = min(limit - len(claimed) - len(capped), limited - len(capped))
                     capped.extend(self._claim_limited(conn, params, room))
-                    claimed.extend(
-                        self._claim_fair(conn, params, limit - len(claimed) - len(capped))
-                    )
+                    fair = self._any_fair(conn, params)  # once: nothing adds one meanwhile
+                    if fair:
+                        n = limit - len(claimed) - len(capped)
+                        claimed.extend(self._claim_fair(conn, params, n, probed=True))
                     if len(claimed) + len(capped) >= limit:
                         break
                     params["limit"] = limit - len(claimed) - len(capped)
@@ -195,7 +196,7 @@ class JobsMixin(SqliteBase):
                         for r in rows
                     )
                     left = limit - len(claimed) - len(capped)
-                    if left > 0:  # slots left: more rounds over the fair keys
+                    if left > 0 and fair:  # slots left: more rounds over the fair keys
                         claimed.extend(self._claim_fair(conn, params, left, rounds=limit))
                     if len(claimed) + len(capped) >= limit:
                         break
