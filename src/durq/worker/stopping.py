@@ -202,10 +202,12 @@ class Cancels(Service):
         store = w.app.store
         if not store.cancel_signalled():
             return
-        running = {a.job.id: a for a in w.inflight.running()}
+        running: dict[int, list[Attempt]] = {}  # by job id: a cancel ends every attempt
+        for attempt in w.inflight.running():
+            running.setdefault(attempt.job.id, []).append(attempt)
         if not running:
             return
         for job_id, state in store.ended_among(sorted(running)).items():
-            attempt = running[job_id]
-            attempt.ctx.mark_lease_lost()  # its lease went with the cancel
-            stop(w, attempt, "cancelled" if state == "cancelled" else "expired")
+            for attempt in running[job_id]:
+                attempt.ctx.mark_lease_lost()  # its lease went with the cancel
+                stop(w, attempt, "cancelled" if state == "cancelled" else "expired")

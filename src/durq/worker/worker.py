@@ -579,7 +579,7 @@ class Worker:
         attempt.ctx.mark_interrupted(reason)
         if attempt.in_pool:
             if first and self._pool is not None:  # the pool kills once; no raising again
-                self._pool.interrupt(attempt.job.id, reason)
+                self._pool.interrupt(attempt.job.id, attempt.job.lease_token, reason)
         elif not attempt.is_async:
             attempt.guard.interrupt(reason)
         elif attempt.task is not None:
