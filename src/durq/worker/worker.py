@@ -21,7 +21,7 @@ from durq.checks import check_worker_sizes, check_worker_timing
 from durq.classify import describe
 from durq.context import JobContext
 from durq.errors import ConfigError, Interrupted
-from durq.model import SNOOZE_KIND, AttemptError, Claimed, Outcome, WorkerInfo, WorkerReport
+from durq.model import AttemptError, Claimed, Outcome, WorkerInfo, WorkerReport
 from durq.observability import events, tracing
 from durq.store import describe_url
 from durq.worker.executor import Executor
@@ -31,6 +31,7 @@ from durq.worker.pool.protocol import DEPTH as POOL_DEPTH
 from durq.worker.pool.protocol import PREFETCH_PER_CHILD
 from durq.worker.prefetch import Prefetch, default_depth
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
+from durq.worker.reporting import report_outcome
 from durq.worker.runners import AsyncRunner, ThreadRunner
 from durq.worker.scheduler import Scheduler
 from durq.worker.services import Claimer, Heartbeat, Reaper, error_json
@@ -642,50 +643,4 @@ class Worker:
 
     def report(self, attempt: Attempt, outcome: Outcome, applied: bool) -> None:
         """Log what became of an outcome (called by the claimer after the commit)."""
-        job = attempt.job
-        base: dict[str, Any] = {
-            "id": job.id,
-            "queue": job.queue,
-            "task": job.task,
-            "attempt": job.attempt,
-            "worker_id": self.id,
-        }
-        if not applied:  # a cancel or an expiry may have left the job's limit slot held
-            self.inflight.unhold(job.id, job.lease_token)
-            events.emit(
-                events.STALE_OUTCOME,
-                logging.WARNING,
-                outcome=outcome.kind,
-                **base,
-                reason="lease token no longer current (reaped, cancelled or timed out)",
-            )
-        elif outcome.kind == "succeeded":
-            if events.enabled():  # one dict, no keyword packing: this runs for every job
-                # whole microseconds by int(): round(x, 6) alone cost a sixth of the line
-                took = int((time.monotonic() - attempt.started) * 1_000_000) / 1_000_000
-                base["duration"] = took
-                events.emit_fields(events.JOB_SUCCEEDED, logging.INFO, base)
-        elif outcome.kind == SNOOZE_KIND:  # the store may have failed it: max_snoozes
-            events.emit(events.JOB_SNOOZED, **base, delay=outcome.delay)
-        elif outcome.kind == "retry":
-            err = outcome.error
-            events.emit(
-                events.JOB_RETRY_SCHEDULED,
-                logging.WARNING,
-                **base,
-                delay=outcome.delay,
-                error=f"{err.type}: {err.message}" if err else "",
-                kind=err.kind if err else "",
-                traceback=err.traceback if err else "",
-            )
-        else:
-            err = outcome.error
-            events.emit(
-                events.JOB_FAILED,
-                logging.ERROR,
-                **base,
-                error=f"{err.type}: {err.message}" if err else "",
-                kind="failed",
-                cause=err.kind if err else "",
-                traceback=err.traceback if err else "",
-            )
+        report_outcome(self.id, self.inflight, attempt, outcome, applied)
