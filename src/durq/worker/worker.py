@@ -37,7 +37,7 @@ from durq.worker.scheduler import Scheduler
 from durq.worker.services import Claimer, Heartbeat, Reaper, error_json
 from durq.worker.state import Attempt, InFlight
 from durq.worker.stats import WorkerStats
-from durq.worker.stopping import STOP_WAIT, Cancels, Timeouts, stop_given_back
+from durq.worker.stopping import STOP_WAIT, Cancels, Timeouts, stop_given_back, stop_superseded
 from durq.worker.sweeper import attach as attach_sweeper
 
 if TYPE_CHECKING:
@@ -459,8 +459,11 @@ class Worker:
 
     def start_prefetched(self) -> None:
         """Start prefetched jobs in the free slots (the claimer, and each runner thread as
-        its job returns: a slot never waits for a commit to start its next job)."""
-        self.prefetch.start(self.inflight.free_slots, self.dispatch)
+        its job returns: a slot never waits for a commit to start its next job). A job
+        whose earlier body still runs here waits for it (docs/features/replay.md)."""
+        bodies = self.inflight.bodies
+        for job in self.prefetch.start(self.inflight.free_slots, self.dispatch, bodies):
+            stop_superseded(self, job)
 
     def dispatch(self, job: Claimed) -> None:
         """Hand a claimed job to the runner (called under the prefetch's lock)."""
