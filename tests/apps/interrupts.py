@@ -101,3 +101,19 @@ async def stubborn_async() -> None:
             await asyncio.sleep(2.0)  # not stopping: its slot must stay taken meanwhile
     finally:
         _interval(str(job_id), start)
+
+
+@dq.task(queue="interrupts", max_attempts=3)
+def replayed(seconds: float) -> None:
+    """One ``time.sleep`` of ``seconds``; cancelled and replayed at once meanwhile, its
+    replay must not start before this body has returned. Each run appends (job id,
+    attempt, start, end, why it was stopped or "-") to ``runs.txt``."""
+    ctx = durq.context()
+    start = time.time()
+    _mark(f"started-{ctx.job_id}")
+    try:
+        time.sleep(seconds)
+    finally:
+        with open(MARKS / "runs.txt", "a") as out:
+            stopped = ctx.interrupted or "-"
+            out.write(f"{ctx.job_id} {ctx.attempt} {start!r} {time.time()!r} {stopped}\n")

@@ -273,8 +273,11 @@ def test_interrupt_stops_the_body_before_its_outcome(
         victim = int((marks / "start-0").read_text())
         assert w._pool is not None
         asked = time.monotonic()
-        assert w._pool.interrupt(job_id, "cancelled")
-        assert not w._pool.interrupt(10_000, "cancelled")  # a job it does not hold
+        token = app.store.get(job_id).lease_token
+        assert token is not None
+        assert not w._pool.interrupt(job_id, token ^ 1, "cancelled")  # not this attempt
+        assert w._pool.interrupt(job_id, token, "cancelled")
+        assert not w._pool.interrupt(10_000, token, "cancelled")  # a job it does not hold
         wait_for(lambda: app.get(job_id).state == "failed", 10, what="the outcome")
         assert time.monotonic() - asked < 5
         assert not alive(victim)  # reaped before the outcome was written

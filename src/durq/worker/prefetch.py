@@ -9,6 +9,12 @@ the heartbeat extends their leases and a crash repeats them (after the lease) li
 in hand. At shutdown, on a pause of their queue, or when they sat too long, they are given
 back without spending an attempt (``Store.give_back``).
 
+Every claimed job starts from here, so this is also where a job waits whose earlier body
+still runs in this worker: a job cancelled while its body was in a blocking call and
+replayed at once (docs/features/replay.md) is claimed again under a new token, but its
+new attempt starts only once the old body has returned. It waits like a prefetched job
+(leased, heartbeated, given back at shutdown) without holding up the jobs behind it.
+
 How deep the buffer goes: at most ``depth`` jobs (the worker's ``prefetch``, default
 :func:`default_depth`), and no more than the slots would start within
 ``max_wait`` seconds at the recent mean run time, and nothing before the first job has
@@ -23,7 +29,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 from durq.model import Claimed
 
@@ -65,11 +71,14 @@ class Prefetch:
         self.max_wait = max_wait
         self.lock = threading.Lock()
         self._jobs: collections.deque[tuple[Claimed, float]] = collections.deque()
+        # claimed jobs whose earlier body still runs here (a replay of a cancelled job):
+        # they start once it returned (almost always empty)
+        self._waiting: list[tuple[Claimed, float]] = []
         self._mean_run: float | None = None  # seconds; None until the first job returns
         self.closed = False
 
     def __len__(self) -> int:
-        return len(self._jobs)
+        return len(self._jobs) + len(self._waiting)
 
     def room(self) -> int:
         """How many more jobs the claimer may claim ahead now."""
@@ -78,7 +87,7 @@ class Prefetch:
         depth = self.depth
         if self._mean_run > 0:
             depth = min(depth, int(self.max_wait * self.slots / self._mean_run))
-        return max(0, depth - len(self._jobs))
+        return max(0, depth - len(self))
 
     def ran(self, seconds: float) -> None:
         """Note a job's run time (seconds), for :meth:`room`."""
@@ -97,37 +106,71 @@ class Prefetch:
             self._jobs.extend((job, now) for job in jobs)
         return []
 
-    def start(self, free: Callable[[], int], run: Callable[[Claimed], None]) -> int:
+    def start(
+        self,
+        free: Callable[[], int],
+        run: Callable[[Claimed], None],
+        running: Container[int] = frozenset(),
+    ) -> list[Claimed]:
         """Start prefetched jobs while ``free()`` reports a free slot: ``run(job)`` takes the
         slot (it adds the attempt) under this lock, so two callers never overfill the slots.
-        Returns how many started."""
-        started = 0
+
+        A job whose id is in ``running`` (the job ids whose bodies run in this worker: an
+        earlier attempt of the same job) does not start: it waits, and the next job is
+        tried. Waiting jobs whose id has left ``running`` go first at the next call (the
+        caller calls again once a body returned, after taking it out of ``running``).
+
+        Returns:
+            The jobs that began to wait in this call (their earlier attempt's lease is
+            gone: a new claim revoked its token; the caller stops that body).
+        """
+        parked: list[Claimed] = []
         with self.lock:
+            if self._waiting and not self.closed:
+                self._unpark(running)
             while self._jobs and not self.closed and free() > 0:
-                job, _ = self._jobs.popleft()
+                entry = self._jobs.popleft()
+                job = entry[0]
+                if job.id in running:  # one dict lookup: the hot path pays nothing more
+                    self._waiting.append(entry)
+                    parked.append(job)
+                    continue
                 run(job)
-                started += 1
-        return started
+        return parked
+
+    def _unpark(self, running: Container[int]) -> None:
+        """Put the waiting jobs whose earlier body has returned back in front, in order
+        (under :attr:`lock`)."""
+        ready = [e for e in self._waiting if e[0].id not in running]
+        if ready:
+            self._waiting = [e for e in self._waiting if e[0].id in running]
+            self._jobs.extendleft(reversed(ready))
 
     def leases(self) -> list[tuple[int, int]]:
-        """(job id, token) of every prefetched job: the heartbeat keeps them alive."""
+        """(job id, token) of every prefetched (or waiting) job: the heartbeat keeps them
+        alive."""
         with self.lock:
-            return [(job.id, job.lease_token) for job, _ in self._jobs]
+            return [(job.id, job.lease_token) for job, _ in self._held()]
 
     def older_than(self, seconds: float) -> list[Claimed]:
         """The jobs that have waited longer than ``seconds``."""
         edge = time.monotonic() - seconds
         with self.lock:
-            return [job for job, at in self._jobs if at < edge]
+            return [job for job, at in self._held() if at < edge]
 
     def remove(self, keep: Callable[[Claimed], bool]) -> list[Claimed]:
         """Take out (and return) the jobs for which ``keep`` is false."""
         with self.lock:
-            gone = [job for job, _ in self._jobs if not keep(job)]
+            gone = [job for job, _ in self._held() if not keep(job)]
             if gone:
-                ids = {job.id for job in gone}
-                self._jobs = collections.deque(e for e in self._jobs if e[0].id not in ids)
+                out = {id(job) for job in gone}
+                self._jobs = collections.deque(e for e in self._jobs if id(e[0]) not in out)
+                self._waiting = [e for e in self._waiting if id(e[0]) not in out]
             return gone
+
+    def _held(self) -> list[tuple[Claimed, float]]:
+        """Every job held, waiting ones last (under :attr:`lock`)."""
+        return [*self._jobs, *self._waiting] if self._waiting else list(self._jobs)
 
     def stop_starting(self) -> None:
         """From now on start nothing and claim nothing ahead (a stop was requested); the
@@ -139,6 +182,7 @@ class Prefetch:
         """Stop starting and claiming ahead; return every job still held (to give back)."""
         with self.lock:
             self.closed = True
-            held = [job for job, _ in self._jobs]
+            held = [job for job, _ in self._held()]
             self._jobs.clear()
+            self._waiting = []
             return held

@@ -13,7 +13,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from durq.checks import INT32_MAX, MAX_WAIT
@@ -28,6 +28,7 @@ from durq.worker.state import Attempt
 from durq.worker.stopping import stop
 
 if TYPE_CHECKING:
+    from durq.store.base import Store
     from durq.worker.host import WorkerHost
 
 log = logging.getLogger("durq.worker")
@@ -192,10 +193,14 @@ class Claimer(Service):
             return
         store = w.app.store
         paused = store.paused_among(sorted({job.queue for job in waited}))
-        lost = set(store.extend_leases([(j.id, j.lease_token) for j in waited], w.lease))
-        stale = {j.id for j in waited if j.queue in paused or j.id in lost}
-        taken = w.prefetch.remove(lambda job: job.id not in stale)
-        w.give_back([job for job in taken if job.id not in lost])
+        lost = lost_leases(store, [(j.id, j.lease_token) for j in waited], w.lease)
+        stale = {
+            (j.id, j.lease_token)
+            for j in waited
+            if j.queue in paused or (j.id, j.lease_token) in lost
+        }
+        taken = w.prefetch.remove(lambda job: (job.id, job.lease_token) not in stale)
+        w.give_back([job for job in taken if (job.id, job.lease_token) not in lost])
 
 
 class Heartbeat(Service):
@@ -228,23 +233,20 @@ class Heartbeat(Service):
         w.app.store.verify()
         leases = w.inflight.leases()
         ahead = w.prefetch.leases()  # claimed ahead, not started: kept alive the same way
-        tokens = dict(leases + ahead)
-        lost = w.app.store.extend_leases(leases + ahead, w.lease)
+        lost = lost_leases(w.app.store, leases + ahead, w.lease)
         if ahead and lost:
-            gone = set(lost)
-            dropped = w.prefetch.remove(
-                lambda job: job.id not in gone or tokens[job.id] != job.lease_token
-            )
+            dropped = w.prefetch.remove(lambda job: (job.id, job.lease_token) not in lost)
             for job in dropped:  # a cancel may have left it a limit hold; no body runs
                 w.inflight.unhold(job.id, job.lease_token)
         # stopped bodies of cancelled or expired jobs keep their limit slots until they end
         w.app.store.extend_job_holds(w.inflight.holding(), w.lease)
-        for job_id in lost:
+        for job_id, token in sorted(lost):
+            # by (id, token): a job replayed while an earlier body of it still runs here
+            # has two attempts (or one and a prefetched claim); only the one whose token
+            # failed to extend has lost its lease
             with w.inflight.lock:
-                attempt = w.inflight.attempts.get(job_id)
-                # the same job may have been re-claimed as a new attempt meanwhile: only the
-                # attempt whose token failed to extend has lost its lease
-                if attempt is None or attempt.settled or attempt.job.lease_token != tokens[job_id]:
+                attempt = w.inflight.attempts.get((job_id, token))
+                if attempt is None or attempt.settled:
                     continue
             attempt.ctx.mark_lease_lost()
             events.emit(
@@ -300,6 +302,29 @@ class Reaper(Service):
                 failed=summary.failed,
                 ids=list(summary.job_ids[:50]),
             )
+
+
+def lost_leases(
+    store: Store, leases: Sequence[tuple[int, int]], lease: float
+) -> set[tuple[int, int]]:
+    """Extend ``leases`` ((job id, token) pairs) by ``lease`` seconds; returns the pairs
+    whose lease was lost. ``Store.extend_leases`` names lost leases by job id only, so
+    when one job has two tokens here (a replay claimed while an earlier body of it still
+    runs) they go in separate calls, each call naming every job once. Raises what
+    ``Store.extend_leases`` raises."""
+    rounds: list[dict[int, int]] = [{}]
+    for job_id, token in leases:
+        for tokens in rounds:
+            if tokens.get(job_id, token) == token:
+                tokens[job_id] = token
+                break
+        else:
+            rounds.append({job_id: token})
+    lost: set[tuple[int, int]] = set()
+    for tokens in rounds:
+        if tokens:
+            lost.update((i, tokens[i]) for i in store.extend_leases(list(tokens.items()), lease))
+    return lost
 
 
 def error_json(kind: str, message: str, attempt: int, at: float) -> str:

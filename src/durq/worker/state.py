@@ -45,16 +45,30 @@ class Attempt:
     interrupted_at: float | None = None  # monotonic time of the first interrupt
     raised_at: float = 0.0  # monotonic time of the last raise into the body
 
+    @property
+    def key(self) -> tuple[int, int]:
+        """(job id, lease token): the attempt's key in :class:`InFlight`. A job replayed
+        (or reaped and claimed again) while an earlier body of it still runs here has two
+        attempts in the table, told apart by their tokens."""
+        return (self.job.id, self.job.lease_token)
+
 
 class InFlight:
-    """Attempts in flight. ``freed`` is notified whenever an attempt leaves the table;
-    ``on_free`` is called whenever a slot frees (code returned)."""
+    """Attempts in flight, keyed by (job id, lease token): two attempts of one job (the
+    body of a cancelled job still running when its replay is claimed) are two entries.
+    ``bodies`` maps a job id to its attempt whose code has not returned (the worker starts
+    no second one beside it: see ``Prefetch.start``). ``freed`` is notified whenever an
+    attempt leaves the table; ``on_free`` is called whenever a slot frees (code returned)."""
 
     def __init__(self, slots: int, on_free: Callable[[], None] = lambda: None) -> None:
         self.slots = slots
         self.lock = threading.Lock()
         self.freed = threading.Condition(self.lock)
-        self.attempts: dict[int, Attempt] = {}
+        self.attempts: dict[tuple[int, int], Attempt] = {}
+        #: job id -> its (oldest) attempt whose code runs or is about to; read without the
+        #: lock by ``Prefetch.start`` (a dict lookup is atomic), written under it
+        self.bodies: dict[int, Attempt] = {}
+        self._more_bodies: dict[int, list[Attempt]] = {}  # later ones of a job (never, in a Worker)
         self.busy = 0  # attempts whose code has not returned
         self._on_free = on_free
         # (job id, token) of stopped bodies now gone, whose limit holds the cancels service
@@ -67,8 +81,20 @@ class InFlight:
 
     def add(self, attempt: Attempt) -> None:
         with self.lock:
-            self.attempts[attempt.job.id] = attempt
+            self.attempts[attempt.key] = attempt
+            if self.bodies.setdefault(attempt.job.id, attempt) is not attempt:
+                self._more_bodies.setdefault(attempt.job.id, []).append(attempt)
             self.busy += 1
+
+    def get(self, job_id: int, token: int) -> Attempt | None:
+        """The attempt of ``job_id`` under lease ``token``, if it is in the table."""
+        with self.lock:
+            return self.attempts.get((job_id, token))
+
+    def body_of(self, job_id: int) -> Attempt | None:
+        """The attempt of ``job_id`` whose code has not returned, if any."""
+        with self.lock:
+            return self.bodies.get(job_id)
 
     def start(self, attempt: Attempt, now: float, slack: float = 0.0) -> bool:
         """The body is about to start (``now``: monotonic): set its deadline (timeout plus
@@ -108,8 +134,9 @@ class InFlight:
             ]
 
     def _maybe_free(self, attempt: Attempt) -> None:
-        if attempt.settled and attempt.returned and self.attempts.get(attempt.job.id) is attempt:
-            del self.attempts[attempt.job.id]
+        key = attempt.key
+        if attempt.settled and attempt.returned and self.attempts.get(key) is attempt:
+            del self.attempts[key]
             self.freed.notify_all()
 
     def settle(self, attempt: Attempt) -> None:
@@ -122,6 +149,7 @@ class InFlight:
         with self.lock:
             attempt.returned = True
             self.busy -= 1
+            self._body_gone(attempt)
             if not attempt.abandoned:
                 return True  # the caller hands on the outcome, which wakes the claimer
             attempt.settled = True
@@ -130,6 +158,20 @@ class InFlight:
             self._maybe_free(attempt)
         self._on_free()
         return False
+
+    def _body_gone(self, attempt: Attempt) -> None:
+        """Take ``attempt`` out of :attr:`bodies` (under :attr:`lock`)."""
+        job_id = attempt.job.id
+        more = self._more_bodies.get(job_id) if self._more_bodies else None
+        if self.bodies.get(job_id) is attempt:
+            if more:
+                self.bodies[job_id] = more.pop(0)
+            else:
+                del self.bodies[job_id]
+        elif more and attempt in more:
+            more.remove(attempt)
+        if more is not None and not more:
+            del self._more_bodies[job_id]
 
     def unhold(self, job_id: int, token: int) -> None:
         """The body of (``job_id``, ``token``) is gone and its outcome was refused (the

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING
 from durq.observability import events
 from durq.worker.interrupt import RAISE_EVERY
 from durq.worker.service import Service, passing
-from durq.worker.state import WEDGED_AFTER, Attempt
+from durq.worker.state import ENDED_ELSEWHERE, WEDGED_AFTER, Attempt
 
 if TYPE_CHECKING:
+    from durq.model import Claimed
     from durq.worker.host import WorkerHost
 
 
@@ -65,6 +66,21 @@ def stop_given_back(worker: WorkerHost, attempts: list[Attempt], wait: float) ->
     deadline = time.monotonic() + wait
     while any(not a.returned for a in threads) and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def stop_superseded(worker: WorkerHost, job: Claimed) -> None:
+    """``job`` was claimed again (a new token) while the body of an earlier attempt of it
+    still runs here, and waits for that body. The earlier attempt's lease is gone: its
+    token was revoked (by a cancel, an expiry or a reap) before the new claim, even when
+    the cancel watch has not seen it (a replay right after a cancel leaves the job queued
+    or running again by the time the watch reads its state). Stop that body
+    (``lease_lost``: its outcome drops; a limit hold the cancel left is released once it
+    has returned), so that the new attempt starts."""
+    old = worker.inflight.body_of(job.id)
+    if old is None or old.key == (job.id, job.lease_token) or old.interrupted in ENDED_ELSEWHERE:
+        return
+    old.ctx.mark_lease_lost()
+    stop(worker, old, "lease_lost")
 
 
 class Timeouts(Service):
@@ -202,10 +218,12 @@ class Cancels(Service):
         store = w.app.store
         if not store.cancel_signalled():
             return
-        running = {a.job.id: a for a in w.inflight.running()}
+        running: dict[int, list[Attempt]] = {}  # by job id: a cancel ends every attempt
+        for attempt in w.inflight.running():
+            running.setdefault(attempt.job.id, []).append(attempt)
         if not running:
             return
         for job_id, state in store.ended_among(sorted(running)).items():
-            attempt = running[job_id]
-            attempt.ctx.mark_lease_lost()  # its lease went with the cancel
-            stop(w, attempt, "cancelled" if state == "cancelled" else "expired")
+            for attempt in running[job_id]:
+                attempt.ctx.mark_lease_lost()  # its lease went with the cancel
+                stop(w, attempt, "cancelled" if state == "cancelled" else "expired")

@@ -21,7 +21,7 @@ from durq.checks import check_worker_sizes, check_worker_timing
 from durq.classify import describe
 from durq.context import JobContext
 from durq.errors import ConfigError, Interrupted
-from durq.model import SNOOZE_KIND, AttemptError, Claimed, Outcome, WorkerInfo, WorkerReport
+from durq.model import AttemptError, Claimed, Outcome, WorkerInfo, WorkerReport
 from durq.observability import events, tracing
 from durq.store import describe_url
 from durq.worker.executor import Executor
@@ -31,12 +31,13 @@ from durq.worker.pool.protocol import DEPTH as POOL_DEPTH
 from durq.worker.pool.protocol import PREFETCH_PER_CHILD
 from durq.worker.prefetch import Prefetch, default_depth
 from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
+from durq.worker.reporting import report_outcome
 from durq.worker.runners import AsyncRunner, ThreadRunner
 from durq.worker.scheduler import Scheduler
 from durq.worker.services import Claimer, Heartbeat, Reaper, error_json
 from durq.worker.state import Attempt, InFlight
 from durq.worker.stats import WorkerStats
-from durq.worker.stopping import STOP_WAIT, Cancels, Timeouts, stop_given_back
+from durq.worker.stopping import STOP_WAIT, Cancels, Timeouts, stop_given_back, stop_superseded
 from durq.worker.sweeper import attach as attach_sweeper
 
 if TYPE_CHECKING:
@@ -459,8 +460,11 @@ class Worker:
 
     def start_prefetched(self) -> None:
         """Start prefetched jobs in the free slots (the claimer, and each runner thread as
-        its job returns: a slot never waits for a commit to start its next job)."""
-        self.prefetch.start(self.inflight.free_slots, self.dispatch)
+        its job returns: a slot never waits for a commit to start its next job). A job
+        whose earlier body still runs here waits for it (docs/features/replay.md)."""
+        bodies = self.inflight.bodies
+        for job in self.prefetch.start(self.inflight.free_slots, self.dispatch, bodies):
+            stop_superseded(self, job)
 
     def dispatch(self, job: Claimed) -> None:
         """Hand a claimed job to the runner (called under the prefetch's lock)."""
@@ -580,7 +584,7 @@ class Worker:
         attempt.ctx.mark_interrupted(reason)
         if attempt.in_pool:
             if first and self._pool is not None:  # the pool kills once; no raising again
-                self._pool.interrupt(attempt.job.id, reason)
+                self._pool.interrupt(attempt.job.id, attempt.job.lease_token, reason)
         elif not attempt.is_async:
             attempt.guard.interrupt(reason)
         elif attempt.task is not None:
@@ -644,50 +648,4 @@ class Worker:
 
     def report(self, attempt: Attempt, outcome: Outcome, applied: bool) -> None:
         """Log what became of an outcome (called by the claimer after the commit)."""
-        job = attempt.job
-        base: dict[str, Any] = {
-            "id": job.id,
-            "queue": job.queue,
-            "task": job.task,
-            "attempt": job.attempt,
-            "worker_id": self.id,
-        }
-        if not applied:  # a cancel or an expiry may have left the job's limit slot held
-            self.inflight.unhold(job.id, job.lease_token)
-            events.emit(
-                events.STALE_OUTCOME,
-                logging.WARNING,
-                outcome=outcome.kind,
-                **base,
-                reason="lease token no longer current (reaped, cancelled or timed out)",
-            )
-        elif outcome.kind == "succeeded":
-            if events.enabled():  # one dict, no keyword packing: this runs for every job
-                # whole microseconds by int(): round(x, 6) alone cost a sixth of the line
-                took = int((time.monotonic() - attempt.started) * 1_000_000) / 1_000_000
-                base["duration"] = took
-                events.emit_fields(events.JOB_SUCCEEDED, logging.INFO, base)
-        elif outcome.kind == SNOOZE_KIND:  # the store may have failed it: max_snoozes
-            events.emit(events.JOB_SNOOZED, **base, delay=outcome.delay)
-        elif outcome.kind == "retry":
-            err = outcome.error
-            events.emit(
-                events.JOB_RETRY_SCHEDULED,
-                logging.WARNING,
-                **base,
-                delay=outcome.delay,
-                error=f"{err.type}: {err.message}" if err else "",
-                kind=err.kind if err else "",
-                traceback=err.traceback if err else "",
-            )
-        else:
-            err = outcome.error
-            events.emit(
-                events.JOB_FAILED,
-                logging.ERROR,
-                **base,
-                error=f"{err.type}: {err.message}" if err else "",
-                kind="failed",
-                cause=err.kind if err else "",
-                traceback=err.traceback if err else "",
-            )
+        report_outcome(self.id, self.inflight, attempt, outcome, applied)

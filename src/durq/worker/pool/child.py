@@ -261,11 +261,11 @@ class Inbox:
     def take_back(self, msg: TakeBack) -> None:
         """Give back the jobs of ``msg`` that wait here (call under :attr:`cond`: a job is
         either returned or run)."""
-        back = [j for j in self.jobs if j.id in msg.ids]
+        back = [j for j in self.jobs if (j.id, j.lease_token) in msg.keys]
         for job in back:
             self.jobs.remove(job)
         with self.send_lock:
-            self.out.send_bytes(dumps(Returned(tuple(j.id for j in back))))
+            self.out.send_bytes(dumps(Returned(tuple((j.id, j.lease_token) for j in back))))
 
     def next(self, wait: bool) -> Claimed | None:
         """The next job to run (None: none yet, when not ``wait``ing; or the parent asked

@@ -145,8 +145,8 @@ class ProcessPool:
         self._slots = [Slot(i) for i in range(size)]
         self._lock = threading.Lock()  # guards the fields below, shared with other threads
         self._pending: deque[Attempt] = deque()  # submitted, not yet sent to a child
-        self._held: set[int] = set()  # ids of every attempt submitted and not yet done
-        self._requests: list[tuple[int, str]] = []  # interrupts for the loop
+        self._held: set[tuple[int, int]] = set()  # Attempt.key of each submitted, not done
+        self._requests: list[tuple[tuple[int, int], str]] = []  # interrupts for the loop
         self._closing = False
         self._draining = False  # drain() was called: no job starts any more
         self._drained = False  # the loop has asked the children for their waiting jobs
@@ -198,7 +198,7 @@ class ProcessPool:
             closing, draining = self._closing, self._draining
             if not closing and not draining:
                 self._pending.append(attempt)
-                self._held.add(attempt.job.id)
+                self._held.add(attempt.key)
             wake, self._polling = self._polling, False
         if draining and not closing:
             self._unstarted([attempt])
@@ -213,21 +213,22 @@ class ProcessPool:
         """The pids of the live children."""
         return [s.child.pid for s in self._slots if s.child is not None]
 
-    def interrupt(self, job_id: int, reason: str) -> bool:
-        """Stop the body of job ``job_id``: SIGTERM to its child's process group, SIGKILL
-        after ``kill_grace``, the child replaced. Its outcome (``timed_out`` with the limit
+    def interrupt(self, job_id: int, token: int, reason: str) -> bool:
+        """Stop the body of the attempt of job ``job_id`` under lease ``token`` (int; no
+        other attempt of that job): SIGTERM to its child's process group, SIGKILL after
+        ``kill_grace``, the child replaced. Its outcome (``timed_out`` with the limit
         for ``"timeout"``, else a failure of kind ``reason``: ``"cancelled"``,
-        ``"expired"``) goes to ``on_done`` only after the child is reaped. A job that has
-        not started yet (here, or waiting behind another in a child) is taken back and
-        never runs; its outcome is the same.
+        ``"expired"``, ``"lease_lost"``) goes to ``on_done`` only after the child is
+        reaped. A job that has not started yet (here, or waiting behind another in a
+        child) is taken back and never runs; its outcome is the same.
 
         Returns:
-            True if the pool holds that job (it is then being stopped), else False.
+            True if the pool holds that attempt (it is then being stopped), else False.
         """
         with self._lock:
-            if job_id not in self._held or self._closing:
+            if (job_id, token) not in self._held or self._closing:
                 return False
-            self._requests.append((job_id, reason))
+            self._requests.append(((job_id, token), reason))
         self._wake()
         return True
 
@@ -247,7 +248,7 @@ class ProcessPool:
     def _unstarted(self, attempts: list[Attempt]) -> None:
         """Attempts that will never start here while draining: to ``on_unstarted``."""
         with self._lock:
-            self._held.difference_update(a.job.id for a in attempts)
+            self._held.difference_update(a.key for a in attempts)
         if attempts and self._on_unstarted is not None:
             self._on_unstarted(attempts)
         elif attempts:
@@ -294,8 +295,8 @@ class ProcessPool:
                     closing, draining = self._closing, self._draining
                 if closing:
                     break
-                for job_id, reason in requests:
-                    self._interrupt(job_id, reason)
+                for key, reason in requests:
+                    self._interrupt(key, reason)
                 if draining and not self._drained:  # what waits in the children comes back
                     self._drained = take_back_waiting(self._slots)
                 stuck = False if draining else self._assign()
@@ -419,7 +420,7 @@ class ProcessPool:
         slot.head_since = now
         slot.deadline = None if timeout is None else now + timeout
         slot.reason = None
-        reason = slot.doomed.pop(head.job.id, None)
+        reason = slot.doomed.pop(head.key, None)
         if reason is not None:  # interrupted while it waited: it stops as soon as it starts
             self._signal(slot, reason)
 
@@ -465,7 +466,7 @@ class ProcessPool:
             slot.asked_back = False
             # the head too may come back: it became the head when the job before it
             # ended, but the child had not started it yet when the TakeBack came
-            back = [a for a in slot.sent if a.job.id in msg.ids]
+            back = [a for a in slot.sent if a.key in msg.keys]
             head = slot.sent[0] if slot.sent else None
             for attempt in back:
                 slot.sent.remove(attempt)
@@ -481,10 +482,8 @@ class ProcessPool:
         in hand are read; what it held after is sent to other children."""
         head = slot.sent.pop(0)
         self._ran(time.monotonic() - slot.head_since)
-        if head.job.id != done.outcome.job_id:
-            raise RuntimeError(
-                f"pool child answered for job {done.outcome.job_id}, not {head.job.id}"
-            )
+        if head.key != (done.outcome.job_id, done.outcome.lease_token):
+            raise RuntimeError(f"pool child answered for job {done.outcome.job_id}, not {head.key}")
         if slot.reason is not None:
             slot.dying, slot.reason = True, None
         if slot.sent:
@@ -509,7 +508,7 @@ class ProcessPool:
 
     def _finish(self, attempt: Attempt, outcome: Outcome) -> None:
         with self._lock:
-            self._held.discard(attempt.job.id)
+            self._held.discard(attempt.key)
         self._on_done(attempt, outcome)
 
     def _requeue(self, slot: Slot, attempts: list[Attempt]) -> None:
@@ -517,7 +516,7 @@ class ProcessPool:
         (those interrupted meanwhile are settled, never run)."""
         keep = []
         for attempt in attempts:
-            reason = slot.doomed.pop(attempt.job.id, None)
+            reason = slot.doomed.pop(attempt.key, None)
             if reason is None:
                 keep.append(attempt)
             else:
@@ -568,10 +567,10 @@ class ProcessPool:
                 slot.child.send(Stop(reason))
             slot.child.signal_group(signal.SIGTERM)
 
-    def _interrupt(self, job_id: int, reason: str) -> None:
+    def _interrupt(self, key: tuple[int, int], reason: str) -> None:
         with self._lock:
             for attempt in self._pending:
-                if attempt.job.id == job_id:
+                if attempt.key == key:
                     self._pending.remove(attempt)
                     break
             else:
@@ -581,14 +580,14 @@ class ProcessPool:
             return
         for slot in self._slots:
             for i, attempt in enumerate(slot.sent):
-                if attempt.job.id != job_id:
+                if attempt.key != key:
                     continue
                 if i == 0:
                     self._signal(slot, reason)
                 elif slot.child is not None:
-                    slot.doomed[job_id] = reason
+                    slot.doomed[key] = reason
                     with contextlib.suppress(OSError):
-                        slot.child.send(TakeBack((job_id,)))
+                        slot.child.send(TakeBack((key,)))
                 return
 
     def _tick(self, now: float) -> None:
@@ -631,7 +630,7 @@ class ProcessPool:
             ):
                 slot.asked_back = True  # a long body: what waits behind it goes elsewhere
                 with contextlib.suppress(OSError):
-                    child.send(TakeBack(tuple(a.job.id for a in slot.sent[1:])))
+                    child.send(TakeBack(tuple(a.key for a in slot.sent[1:])))
         for child, kill_at in list(self._retired):
             if now >= kill_at:
                 self._reap_retired(child)
@@ -692,7 +691,7 @@ class ProcessPool:
         """An attempt the pool will not run (it is closing): a transient failure, never
         run; the worker drops it (abandoned at shutdown, it is given back)."""
         with self._lock:
-            self._held.discard(attempt.job.id)
+            self._held.discard(attempt.key)
         job = attempt.job
         died = ChildDied("the worker's process pool closed before the job started")
         self._on_done(attempt, self.executor.errored(job, self.app.tasks[job.task], died))

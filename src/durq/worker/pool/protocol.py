@@ -56,9 +56,10 @@ PREFETCH_PER_CHILD = 4
 
 @dataclass(frozen=True, slots=True)
 class TakeBack:
-    """Give back these jobs if they have not started (the one running cannot be)."""
+    """Give back these jobs if they have not started (the one running cannot be), named
+    by (job id, lease token): two attempts of one job are two different jobs here."""
 
-    ids: tuple[int, ...]
+    keys: tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +74,10 @@ class Stop:
 
 @dataclass(frozen=True, slots=True)
 class Returned:
-    """The jobs of a :class:`TakeBack` that had not started: they never ran here."""
+    """The jobs of a :class:`TakeBack` that had not started: they never ran here, as
+    (job id, lease token)."""
 
-    ids: tuple[int, ...]
+    keys: tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,8 @@ class Slot:
         self.signalled_at = 0.0
         self.memory_at = 0.0  # when its memory was last read
         self.rss = 0  # bytes the child held when found over max_memory_per_child (else 0)
-        self.doomed: dict[int, str] = {}  # waiting attempts interrupted: id -> reason
+        # waiting attempts interrupted: (job id, token) -> reason
+        self.doomed: dict[tuple[int, int], str] = {}
         self.asked_back = False  # a TakeBack of the waiting attempts is on its way
         self.retiring = ""  # why it is replaced once it holds nothing more ("": it is not)
         self.dying = False  # signalled, but the body it was meant for had ended
@@ -128,5 +129,5 @@ def take_back_waiting(slots: list[Slot]) -> bool:
         if slot.child is not None and len(slot.sent) > 1 and not slot.asked_back:
             slot.asked_back = True
             with contextlib.suppress(OSError):
-                slot.child.send(TakeBack(tuple(a.job.id for a in slot.sent[1:])))
+                slot.child.send(TakeBack(tuple(a.key for a in slot.sent[1:])))
     return True
