@@ -202,6 +202,43 @@ def test_context_progress_and_lease_lost_after_cancel(make_any) -> None:
     assert job.progress == {"fraction": 0.25, "message": "quarter"}
 
 
+def test_a_heartbeat_that_finds_the_job_cancelled_stops_its_body_as_cancelled(make_any) -> None:
+    """The heartbeat can see a cancel before the cancel watch does (its lease went with the
+    cancel): the body must still be told ``cancelled``, not ``lease_lost``. The cancel watch
+    is stopped here so that the heartbeat is the only one to see it."""
+    app = make_any()
+    started = threading.Event()
+    seen: dict[str, object] = {}
+
+    @app.task
+    def watcher() -> None:
+        started.set()
+        deadline = time.monotonic() + 10
+        try:
+            while time.monotonic() < deadline:
+                time.sleep(0.01)
+        except durq.Interrupted as exc:
+            seen["reason"] = exc.reason
+
+    job = watcher.enqueue()
+    w = app.worker(lease=30)
+    t = threading.Thread(target=lambda: w.run(install_signals=False), daemon=True)
+    t.start()
+    try:
+        assert started.wait(5)
+        w.cancels.stop()
+        app.cancel(job.id)
+        w.heartbeat.beat()
+        deadline = time.monotonic() + 3
+        while "reason" not in seen and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        w.request_stop()
+        t.join(10)
+    assert seen == {"reason": "cancelled"}
+    assert job.refresh().state == "cancelled"
+
+
 def test_worker_claims_only_its_tasks_and_others_show_stranded(make_any, drain) -> None:
     producer = make_any()
     producer.enqueue("resize_image", {"path": "a.png"})

@@ -240,19 +240,28 @@ class Heartbeat(Service):
                 w.inflight.unhold(job.id, job.lease_token)
         # stopped bodies of cancelled or expired jobs keep their limit slots until they end
         w.app.store.extend_job_holds(w.inflight.holding(), w.lease)
+        gone: list[Attempt] = []
         for job_id, token in sorted(lost):
             # by (id, token): a job replayed while an earlier body of it still runs here
             # has two attempts (or one and a prefetched claim); only the one whose token
             # failed to extend has lost its lease
             with w.inflight.lock:
                 attempt = w.inflight.attempts.get((job_id, token))
-                if attempt is None or attempt.settled:
-                    continue
+                if attempt is not None and not attempt.settled:
+                    gone.append(attempt)
+        # a lease also goes with a cancel or an expiry: then the body is told so (the
+        # cancel watch may not have seen it yet), not that its lease was lost
+        ended = w.app.store.ended_among(sorted({a.job.id for a in gone})) if gone else {}
+        for attempt in gone:
             attempt.ctx.mark_lease_lost()
+            state = ended.get(attempt.job.id)
+            if state in ("cancelled", "expired"):
+                stop(w, attempt, state)
+                continue
             events.emit(
                 events.LEASE_LOST,
                 logging.WARNING,
-                id=job_id,
+                id=attempt.job.id,
                 queue=attempt.job.queue,
                 task=attempt.job.task,
                 attempt=attempt.job.attempt,
