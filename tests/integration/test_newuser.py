@@ -5,10 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import pytest
 
 import durq
+from tests.conftest import PG_URL
 from tests.support.procs import ROOT
 
 
@@ -52,3 +54,62 @@ def test_a_read_verb_on_a_missing_database_says_what_creates_it(tmp_path: Path) 
     assert "nothing has created it yet" in out.stderr
     assert "durq migrate" in out.stderr
     assert not (tmp_path / "jobs.db").exists()
+
+
+def durq_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "durq", *args], capture_output=True, text=True, timeout=60, cwd=cwd
+    )
+
+
+def test_a_verb_option_given_before_the_verb_says_where_it_goes(tmp_path: Path) -> None:
+    """`durq --db URL status` said only "No such option '--db'"."""
+    db = f"sqlite:///{tmp_path / 'app.db'}"
+    out = durq_cli("--db", db, "jobs", "list", "--state", "failed", cwd=ROOT)
+    assert out.returncode == 2
+    assert f"--db goes after the verb: durq jobs list --state failed --db {db}" in out.stderr
+    out = durq_cli("--json", "status", cwd=ROOT)
+    assert out.returncode == 2 and "--json goes after the verb: durq status --json" in out.stderr
+    assert "No such option '--bogus'" in durq_cli("--bogus", "status", cwd=ROOT).stderr
+    assert not (tmp_path / "app.db").exists()
+
+
+def with_password(url: str) -> tuple[str, str]:
+    """``url`` with a password in it (the test server trusts any), and that password."""
+    parts = urlsplit(url)
+    if parts.password:
+        return url, parts.password
+    netloc = f"{parts.username}:durq-not-shown@{parts.hostname}" + (
+        f":{parts.port}" if parts.port else ""
+    )
+    return urlunsplit(parts._replace(netloc=netloc)), "durq-not-shown"
+
+
+def test_enqueue_and_migrate_never_print_a_postgres_password(pg_url: str, tmp_path: Path) -> None:
+    """`durq enqueue` and `durq migrate` echoed the URL as given, password and all."""
+    url, password = with_password(pg_url)
+    for args in (["migrate"], ["migrate", "--json"], ["enqueue", "send", "to=ada"]):
+        out = durq_cli(*args, "--db", url, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert password not in out.stdout + out.stderr
+        assert ":***@" in out.stdout
+
+
+def test_enqueue_names_a_sqlite_database_by_its_absolute_path(tmp_path: Path) -> None:
+    out = durq_cli("enqueue", "send", "to=ada", "--db", "sqlite:///rel.db", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith(f"in sqlite:///{tmp_path / 'rel.db'}")
+
+
+def test_a_read_verb_on_a_missing_postgres_schema_says_what_creates_it(pg_url: str) -> None:
+    """It said "has durq schema v0 (v20 needed)" of a schema that does not exist."""
+    out = durq_cli("status", "--db", pg_url, cwd=ROOT)
+    assert out.returncode == 1
+    assert "no durq schema" in out.stderr and "nothing has created it yet" in out.stderr
+    assert "durq migrate" in out.stderr and "v0" not in out.stderr
+    import psycopg
+
+    schema = parse_qs(urlsplit(pg_url).query)["schema"][0]
+    with psycopg.connect(PG_URL) as conn:  # a read verb created nothing
+        found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+    assert found is None

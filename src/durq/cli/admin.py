@@ -8,6 +8,7 @@ from durq.app import Durq
 from durq.cli import render
 from durq.cli.common import cli, db_option, fail, json_option, open_existing
 from durq.errors import DurqError
+from durq.store import describe_url
 
 
 @cli.command()
@@ -19,10 +20,11 @@ def migrate(db: str, as_json: bool) -> None:
         version = Durq(db).store.migrate()
     except DurqError as exc:
         fail(str(exc))
+    where = describe_url(db)  # never print the password of a postgresql:// URL
     if as_json:
-        render.print_json({"url": db, "schema_version": version})
+        render.print_json({"url": where, "schema_version": version})
     else:
-        click.echo(f"{db}: schema at v{version}")
+        click.echo(f"{where}: schema at v{version}")
 
 
 @cli.command()

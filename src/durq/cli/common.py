@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shlex
 import sys
 import traceback
 from collections.abc import Callable
@@ -130,7 +131,32 @@ def _raised_where(exc: Exception) -> str:
     return text
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: Options of the verbs that a user may put before the verb (``durq --db URL status``).
+_AFTER_THE_VERB = ("--db", "--app", "--json")
+
+
+class _Root(click.Group):
+    """The root group: a verb's option given before the verb says where it goes."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)  # click's parser consumes the list it is handed
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            name = exc.option_name.partition("=")[0]
+            if name not in _AFTER_THE_VERB:
+                raise
+            at = next(i for i, a in enumerate(given) if a.partition("=")[0] == name)
+            takes_value = name != "--json" and "=" not in given[at]
+            moved = given[at : at + 2] if takes_value else given[at : at + 1]
+            rest = given[:at] + given[at + len(moved) :]
+            if not any(a in self.commands for a in rest):
+                rest, moved = ["VERB"], [name] + (["..."] if takes_value else [])
+            example = shlex.join(["durq", *rest, *moved])
+            raise click.UsageError(f"{name} goes after the verb: {example}", ctx) from None
+
+
+@click.group(cls=_Root, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="durq")
 def cli() -> None:
     """durq: a durable job queue. SQLite by default; no job is ever lost."""

@@ -20,6 +20,7 @@ from durq.cli.common import (
 )
 from durq.errors import DurqError
 from durq.observability import logs
+from durq.store import describe_url
 
 
 @cli.command()
@@ -311,7 +312,8 @@ def enqueue(
     if as_json:
         render.print_json(job.to_dict())
     else:
-        click.echo(f"enqueued job {job.id} ({job.task} on {job.queue}, {job.state}) in {app.url}")
+        where = describe_url(app.url)  # the file's absolute path; a password masked
+        click.echo(f"enqueued job {job.id} ({job.task} on {job.queue}, {job.state}) in {where}")
 
 
 def _retention_option(items: tuple[str, ...]) -> dict[str, float | str | None] | None:

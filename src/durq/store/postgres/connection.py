@@ -209,10 +209,16 @@ def require_current(pool: ConnectionPool, opts: PostgresOptions) -> None:
             f"schema {opts.schema!r} at {opts.masked} is at durq schema v{current}, but this "
             f"durq knows up to v{latest}; upgrade durq (refusing to touch it)"
         )
+    if current == 0:  # as on SQLite: say what creates it, and where else it may live
+        raise StoreError(
+            f"no durq schema {opts.schema!r} at {opts.masked}: nothing has created it yet "
+            "(the first enqueue, a worker or `durq migrate` does), or it lives in another "
+            "schema or database (give ?schema= in the URL, --db or DURQ_URL)"
+        )
     if current < latest:
         raise StoreError(
-            f"schema {opts.schema!r} at {opts.masked} has durq schema v{current} (v{latest} "
-            "needed); `durq migrate` creates or upgrades it"
+            f"schema {opts.schema!r} at {opts.masked} has durq schema v{current}; run "
+            f"`durq migrate` to bring it to v{latest}"
         )
 
 
