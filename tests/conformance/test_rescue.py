@@ -42,6 +42,8 @@ def test_a_stale_workers_jobs_come_back_at_once_as_after_a_lease_expiry(
     held = claim(app, "frozen", 2)
     mine = claim(app, "alive", 1)
     assert len(held) == 2 and len(mine) == 1
+    starts = {c.id: app.get(c.id).started_at for c in held}
+    assert all(starts.values())
     clock.advance(3)
     assert app.store.rescue().workers == ()  # 3 s < rescue_after: nobody is dead
     assert app.store.beat_worker("alive", 5.0, None) == 0
@@ -55,6 +57,9 @@ def test_a_stale_workers_jobs_come_back_at_once_as_after_a_lease_expiry(
         assert job.state == "queued" and job.attempts == 1  # the attempt stays counted
         assert job.errors[-1].kind == "lease_lost" and job.errors[-1].type == "WorkerLost"
         assert "frozen" in job.errors[-1].message
+        # the lost attempt keeps its start and its worker, as after a lease expiry
+        assert job.errors[-1].worker_id == "frozen"
+        assert job.errors[-1].started_at == starts[c.id]
     assert app.get(mine[0].id).state == "running"  # the live worker keeps its job
     # the frozen worker comes back: its outcomes and lease extensions are refused ...
     late = [Outcome(c.id, c.lease_token, "succeeded", result="1") for c in held]

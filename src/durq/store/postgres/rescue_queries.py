@@ -45,7 +45,8 @@ SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
                    || CASE WHEN worker_id = ANY(%(dead)s::text[])
                            THEN 'its process is gone' ELSE 'no liveness beat' END
                    || '); the job was rescued before its lease expired',
-        'traceback', '', 'kind', 'lease_lost')::text),
+        'traceback', '', 'kind', 'lease_lost', 'started_at', started_at,
+        'worker_id', worker_id)::text),
     lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE state = 'running' AND worker_id = ANY(%(ids)s::text[])
 RETURNING id, state

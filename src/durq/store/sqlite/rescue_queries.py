@@ -45,7 +45,7 @@ SET state = CASE WHEN CAST(attempts AS INTEGER) >= CAST(max_attempts AS INTEGER)
                    || CASE WHEN worker_id IN (SELECT value FROM json_each(:dead))
                            THEN 'its process is gone' ELSE 'no liveness beat' END
                    || '); the job was rescued before its lease expired',
-        'traceback', '', 'kind', 'lease_lost')),
+        'traceback', '', 'kind', 'lease_lost', 'started_at', started_at, 'worker_id', worker_id)),
     lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
 WHERE state = 'running' AND worker_id IN (SELECT value FROM json_each(:ids))
 RETURNING id, state
