@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -108,7 +109,11 @@ def test_actions_need_token_post_csrf_and_same_origin(
     page = other.get("/")
     field = re.search(r'name="csrf" value="([^"]+)"', page.text)
     assert field
-    assert other.post("/login", data={"csrf": field.group(1), "token": "nope"}).status_code == 403
+    refused = other.post("/login", data={"csrf": field.group(1), "token": "nope"})
+    assert refused.status_code == 403
+    # a page to go on from (the navigation and the sign-in form), not a bare text refusal
+    assert refused.headers["content-type"].startswith("text/html")
+    assert "wrong token" in refused.text and 'name="token"' in refused.text
     # the real thing: retry, pause, resume, adopt, cancel-parked
     r = c.post(
         "/actions/retry", data={"id": str(failed), "csrf": csrf, "next": "/failed"},
@@ -116,6 +121,16 @@ def test_actions_need_token_post_csrf_and_same_origin(
     )  # fmt: skip
     assert r.status_code == 303 and r.headers["location"].startswith("/failed?")
     assert dq.get(failed).state == "queued"
+    # the flash of an earlier action on the page it was sent from does not pile up
+    r = c.post(
+        "/actions/pause",
+        data={"queue": "mail", "csrf": csrf, "next": "/failed?state=x&flash=old&ok=1"},
+        allow_redirects=False,
+    )  # fmt: skip
+    query = parse_qs(urlsplit(r.headers["location"]).query)
+    assert query["state"] == ["x"] and len(query["flash"]) == 1 and query["flash"] != ["old"]
+    c.post("/actions/resume", data={"queue": "mail", "csrf": csrf})
+    assert 'rel="icon"' in c.get("/").text  # no favicon request that 404s
     c.post("/actions/pause", data={"queue": "mail", "csrf": csrf, "reason": "<b>upgrade</b>"})
     assert dq.paused("mail") is not None
     assert "&lt;b&gt;upgrade&lt;/b&gt;" in c.get("/").text

@@ -131,3 +131,12 @@ def test_cli_arguments_never_end_in_a_traceback(db: str, tmp_path: Path) -> None
             assert errors == lines[-1:], f"the error is not one last line: {where}"
 
     check()
+
+
+def test_a_job_id_that_is_not_a_number_says_what_a_job_id_is(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'jobs.db'}"
+    durq.Durq(db).store.migrate()
+    for args in (["jobs", "show", "abc"], ["cancel", "0"], ["jobs", "show", "1.5"]):
+        got = CliRunner().invoke(cli, [*args, "--db", db])
+        assert got.exit_code == 2, (args, got.output)
+        assert "is not a job id (a whole number from 1" in got.output, (args, got.output)

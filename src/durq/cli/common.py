@@ -21,7 +21,25 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
-JOB_ID = click.IntRange(min=1, max=2**63 - 1)
+
+
+class JobId(click.IntRange):
+    """A job id argument: a whole number from 1 to 2**63 - 1, or a usage error that says
+    so (click's own says ``'abc' is not a valid integer range``)."""
+
+    name = "job id"
+
+    def __init__(self) -> None:
+        super().__init__(min=1, max=2**63 - 1)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            self.fail(f"{value!r} is not a job id (a whole number from 1 to 2**63 - 1)", param, ctx)
+
+
+JOB_ID = JobId()
 
 
 def db_option(fn: F) -> F:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, parse_qsl, urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -132,9 +132,14 @@ def endpoint(d: Dashboard) -> Callable[[Request], Awaitable[Response]]:
         except DurqError as exc:
             message, ok = str(exc), "0"
         target = security.safe_next(form.get("next"))
-        sep = "&" if "?" in target else "?"
-        return RedirectResponse(
-            f"{target}{sep}{urlencode({'flash': message, 'ok': ok})}", status_code=303
-        )
+        return RedirectResponse(with_flash(target, message, ok), status_code=303)
 
     return handle
+
+
+def with_flash(target: str, message: str, ok: str) -> str:
+    """``target`` (a local path with its query) with this action's flash message in place of
+    any earlier one (the page it was sent from may carry one: they must not pile up)."""
+    path, _, query = target.partition("?")
+    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k not in ("flash", "ok")]
+    return f"{path}?{urlencode([*kept, ('flash', message), ('ok', ok)])}"

@@ -78,7 +78,9 @@ def create_app(dq: Any, *, token: str | None = None, read_only: bool = False) ->
         if not security.csrf_ok(request.cookies.get(security.CSRF_COOKIE), field, False):
             return PlainRefusal("refused: the form's CSRF field does not match (reload the page)")
         if d.token is None or not security.signed_in(d.token, None, f"Bearer {given}"):
-            return PlainRefusal("refused: wrong token")
+            # a page with the navigation and the sign-in form, not a bare refusal
+            message = "wrong token: nothing was signed in; try again"
+            return d.render(request, "error.html", {"message": message}, status=403)
         response = RedirectResponse(next_url, status_code=303)
         response.set_cookie(
             security.AUTH_COOKIE, security.auth_value(d.token), httponly=True,
