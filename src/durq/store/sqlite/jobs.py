@@ -234,8 +234,9 @@ class JobsMixin(SqliteBase):
     ) -> list[bool]:
         """Write ``outcomes`` (each fenced by its lease token); whether each was applied,
         in order. Successes go in one statement (``FINISH_SUCCEEDED_MANY``), the rest
-        one statement each."""
-        wins = [o for o in outcomes if o.kind == "succeeded"]
+        one statement each, and so does a success whose result holds a NUL (a codec's
+        stored text): SQLite's JSON would cut it there."""
+        wins = [o for o in outcomes if _joinable(o)]
         many = len(wins) > 1 and len({o.job_id for o in outcomes}) == len(outcomes)
         done: set[int] = set()
         if many:  # (one job twice, two attempts' outcomes: RETURNING could not tell them apart)
@@ -244,7 +245,7 @@ class JobsMixin(SqliteBase):
             done = {r[0] for r in cur.fetchall()}
         applied = []
         for o in outcomes:
-            if many and o.kind == "succeeded":
+            if many and _joinable(o):
                 applied.append(o.job_id in done)
             else:
                 applied.append(cls._finish_one(conn, o, now))
@@ -354,3 +355,9 @@ def insert_rows(conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> No
         chunk = rows[start : start + size]
         params = [value for row in chunk for value in row]
         conn.execute(q.insert_jobs(len(chunk)), params)
+
+
+def _joinable(o: Outcome) -> bool:
+    """Whether ``o`` can go in ``FINISH_SUCCEEDED_MANY``: a success whose result survives
+    SQLite's JSON unchanged (no NUL; durq's own JSON escapes it, a codec may not)."""
+    return o.kind == "succeeded" and (o.result is None or "\x00" not in o.result)
