@@ -136,3 +136,40 @@ def test_two_workers_share_a_queue_of_30_ms_jobs(tmp_path: Path, url: str) -> No
     assert min(done_by.values()) >= 160 * 0.3, done_by
     app.close()
 
+
+def test_a_burst_of_longer_jobs_after_short_ones_is_not_hoarded_by_one_worker(
+    tmp_path: Path, url: str
+) -> None:
+    """Both workers have run no-ops (their mean run time is tiny, the 50 ms rule allows
+    the whole depth), then 40 jobs of 100 ms arrive at once: the first claim takes them
+    all (2 slots + 38 ahead, within the depth of 64). Once they have waited 0.25 s, the
+    jobs the longer mean now says would wait past the rule go back to the queue and the
+    other worker runs its part. Before, it idled while one worker ran all 40 two at a
+    time (Celery's prefetch trap, as deep as the prefetch: 64 by default)."""
+    app = durq.Durq(url)
+
+    @app.task(name="whoami")
+    def whoami(ms: float) -> str | None:  # the workers' task (tests.apps.basic), enqueued here
+        return None
+
+    spec = [
+        {"app": "tests.apps.basic:dq", "url": url, "log": tmp_path / f"{name}.log",
+         "args": ARGS, "env": {"WORKER_NAME": name}}
+        for name in ("a", "b")
+    ]  # fmt: skip
+    with workers(*spec):
+        wait_for(lambda: len(app.store.worker_details()) == 2, 30, 0.05, "both workers")
+        warm = whoami.enqueue_many([{"ms": 0}] * 400)
+        wait_for(lambda: all(app.get(j.id).state == "succeeded" for j in warm), 60, 0.1, "warm")
+        time.sleep(0.3)
+        jobs = whoami.enqueue_many([{"ms": 100}] * 40)  # one commit: one claim sees them all
+        wait_for(
+            lambda: all(app.get(j.id).state == "succeeded" for j in jobs), 60, 0.05, "all done"
+        )
+    done_by = Counter(app.get(j.id).result for j in jobs)
+    print(f"\n40 jobs of 100 ms after 400 no-ops: {dict(done_by)}")
+    assert min(done_by.get("a", 0), done_by.get("b", 0)) >= 40 * 0.2, done_by
+    for job in jobs:  # a job given back went back as it was: one attempt, the one it ran
+        row = app.get(job.id)
+        assert (row.attempts, row.errors) == (1, []), row
+    app.close()

@@ -182,7 +182,9 @@ class Claimer(Service):
     def check_prefetched(self) -> None:
         """Give back prefetched jobs whose queue was paused and drop those whose lease is
         gone, among the ones that waited longer than ``check_after`` (at most every
-        ``check_after`` seconds; jobs of short runs never wait that long)."""
+        ``check_after`` seconds; jobs of short runs never wait that long); give back too
+        those the mean run time now says would wait past the 50 ms rule
+        (``Prefetch.take_excess``)."""
         now = time.monotonic()
         if now - self._checked < self.check_after:
             return
@@ -201,6 +203,9 @@ class Claimer(Service):
         }
         taken = w.prefetch.remove(lambda job: (job.id, job.lease_token) not in stale)
         w.give_back([job for job in taken if (job.id, job.lease_token) not in lost])
+        # claimed while runs were short, they would now wait past the 50 ms rule: back to
+        # the queue for an idle worker (the prefetch's depth is no hoard of long jobs)
+        w.give_back(w.prefetch.take_excess(self.check_after))
 
 
 class Heartbeat(Service):
