@@ -75,9 +75,10 @@ def test_a_batch_of_successes_with_stale_tokens_applies_only_the_fresh_ones(
     for i, fresh in enumerate(plain):
         row = app.get(fresh.id)
         assert (row.state, row.result) == ("succeeded", f"new{i}")
-    assert app.store.finish(
-        [Outcome(c.id, c.lease_token, "succeeded", result="1") for c in new]
-    ) == [True] * 6
+    assert (
+        app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="1") for c in new])
+        == [True] * 6
+    )
 
 
 def test_one_job_twice_in_a_batch_applies_only_the_outcome_of_its_current_lease(
@@ -158,7 +159,7 @@ def test_a_stale_failure_beside_its_jobs_success_fires_no_on_fail_hook(
 #: results a JSON round trip inside SQL could change: quotes, backslashes, control
 #: characters, text that looks like JSON escapes, non-ASCII beyond the BMP, big ones.
 ODD_RESULTS = [
-    'quote " and \' and \\ backslash \\\\ \\u0041 \\n',
+    "quote \" and ' and \\ backslash \\\\ \\u0041 \\n",
     "control \x01\x02\x07\x08\t\n\r\x0b\x0c\x1b\x1f\x7f end",
     "unicode \u00e9 \u2028 \u2029 \ufeff \U0001f600 \u4e2d\u6587",
     '{"looks": "like json"}',
@@ -212,7 +213,7 @@ def test_stored_text_a_codec_made_is_kept_byte_for_byte(backend_url: str, clock:
     app = durq.Durq(backend_url, clock=clock, codec=Raw())
     try:
         register(app)
-        texts = [f"r{i} \\ \" \u2028" for i in range(5)]
+        texts = [f'r{i} \\ " \u2028' for i in range(5)]
         for i in range(5):
             app.tasks["work"].enqueue(n=i)
         claimed = sorted(claim(app), key=lambda c: c.id)

@@ -44,9 +44,7 @@ def test_a_kill_9_with_a_full_default_prefetch_loses_nothing(tmp_path: Path, url
     env = {"RUNS_FILE": str(runs)}
     victim = WorkerProc("tests.apps.basic:dq", url, tmp_path / "victim.log", ARGS, env)
     try:
-        wait_for(
-            lambda: len(app.jobs(state="succeeded", limit=1000)) >= 150, 60, 0.005, "150 done"
-        )
+        wait_for(lambda: len(app.jobs(state="succeeded", limit=1000)) >= 150, 60, 0.005, "150 done")
         victim.kill()
     finally:
         victim.stop()
@@ -56,9 +54,7 @@ def test_a_kill_9_with_a_full_default_prefetch_loses_nothing(tmp_path: Path, url
     assert 0 < len(held) <= CONCURRENCY + MIN_DEPTH, len(held)
     rescuer = WorkerProc("tests.apps.basic:dq", url, tmp_path / "rescuer.log", ARGS, env)
     try:
-        wait_for(
-            lambda: len(app.jobs(state="succeeded", limit=1000)) == len(jobs), 120, 0.1, "all"
-        )
+        wait_for(lambda: len(app.jobs(state="succeeded", limit=1000)) == len(jobs), 120, 0.1, "all")
     finally:
         rescuer.stop()
     starts = starts_of(runs)
@@ -87,9 +83,7 @@ def test_sigterm_gives_every_prefetched_job_back_without_an_attempt(
         {"RUNS_FILE": str(runs)},
     )  # fmt: skip
     try:
-        wait_for(
-            lambda: len(app.jobs(state="succeeded", limit=5000)) >= 200, 60, 0.005, "200 done"
-        )
+        wait_for(lambda: len(app.jobs(state="succeeded", limit=5000)) >= 200, 60, 0.005, "200 done")
         proc.signal(signal.SIGTERM)
         assert proc.wait(30) == 0
     finally:
@@ -127,9 +121,7 @@ def test_two_workers_share_a_queue_of_30_ms_jobs(tmp_path: Path, url: str) -> No
     with workers(*spec):
         wait_for(lambda: len(app.store.worker_details()) == 2, 30, 0.05, "both workers")
         jobs = [app.enqueue("whoami", {"ms": 30}) for _ in range(160)]
-        wait_for(
-            lambda: all(app.get(j.id).state == "succeeded" for j in jobs), 60, 0.1, "all done"
-        )
+        wait_for(lambda: all(app.get(j.id).state == "succeeded" for j in jobs), 60, 0.1, "all done")
     done_by = Counter(app.get(j.id).result for j in jobs)
     print(f"\ntwo workers, 160 jobs of 30 ms: {dict(done_by)}")
     assert set(done_by) == {"a", "b"}

@@ -9,6 +9,7 @@ decides when the old body ends relative to the cancels and replays. Every body r
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -100,9 +101,7 @@ def test_cancel_replay_cancel_replay_runs_one_body_after_the_old_one(
         second = token_of(other, job.id)
         other.cancel(job.id)
         other.retry(job.id)
-        wait_for(
-            lambda: token_of(other, job.id) not in (None, first, second), 10, 0.002, "claim 3"
-        )
+        wait_for(lambda: token_of(other, job.id) not in (None, first, second), 10, 0.002, "claim 3")
         third = token_of(other, job.id)
         # both later claims wait (unless the 0.25 s check dropped the cancelled one first)
         waiting = len(w.prefetch)
@@ -204,7 +203,7 @@ def test_cancel_replay_cancel_replay_in_the_process_pool(url: str, tmp_path: Pat
         app.close()
     mine = sorted((r for r in _runs(runs) if r[0] == job.id), key=lambda r: r[2])
     assert 2 <= len(mine) <= 3, mine
-    for before, after in zip(mine, mine[1:]):
+    for before, after in itertools.pairwise(mine):
         assert after[2] >= before[3], f"two bodies of the job at once: {mine}"
     assert all(r[4] != "-" for r in mine[:-1]), mine  # every earlier run was stopped
     assert mine[-1][4] == "-" and mine[-1][1] == 1
