@@ -139,3 +139,29 @@ def test_encrypted_results_come_back_from_a_real_workers_batches(url: str) -> No
     finally:
         plain.close()
         app.close()
+
+
+def test_long_results_never_make_a_batch_too_big_for_sqlite(make_app: Any) -> None:
+    """SQLite binds the batch of successes as one string, and refuses any string over
+    SQLITE_MAX_LENGTH (1e9 bytes by default: 1,000 outcomes of 1 MiB results, escaped
+    again in the array, could pass it). Shrunk here to 300 kB on the store's connection:
+    eight results of 100 kB each fit one statement each, so the batch must write them one
+    by one rather than fail as one 800 kB string (which stopped the claimer)."""
+    app = make_app()
+
+    @app.task
+    def big(n: int = 0) -> str:
+        return "x" * n
+
+    jobs = big.enqueue_many([{"n": 100_000}] * 8 + [{"n": 10}] * 4)
+    claimed = app.store.claim("default", ["big"], 20, 30.0, "w1")
+    conn = app.store._conn()  # type: ignore[attr-defined]  # this thread's connection
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 300_000)
+    sizes = [100_000] * 8 + [10] * 4
+    outcomes = [
+        Outcome(c.id, c.lease_token, "succeeded", result=json.dumps("y" * n))
+        for c, n in zip(sorted(claimed, key=lambda c: c.id), sizes, strict=True)
+    ]
+    assert app.store.finish(outcomes) == [True] * 12
+    for job, n in zip(jobs, sizes, strict=True):
+        assert app.get(job.id).result == "y" * n
