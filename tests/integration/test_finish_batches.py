@@ -165,3 +165,39 @@ def test_long_results_never_make_a_batch_too_big_for_sqlite(make_app: Any) -> No
     assert app.store.finish(outcomes) == [True] * 12
     for job, n in zip(jobs, sizes, strict=True):
         assert app.get(job.id).result == "y" * n
+
+
+def test_a_codec_result_that_is_not_utf8_fails_that_job_only(make_any: Any) -> None:
+    """A codec whose ``encode`` returns a lone surrogate for one result: on SQLite the
+    batch of successes stored it as bytes no read could decode (the job's row then failed
+    every ``get``), one statement alone raised in the claimer (the worker stopped, the
+    batch ran again), and PostgreSQL's driver refused the whole batch. That one job fails
+    with ``UnstorableOutcome``; the jobs committed beside it succeed; the worker runs on."""
+
+    class Surrogate:
+        def encode(self, text: str) -> str:
+            return "\ud800bad" if text == '"bad"' else text
+
+        def decode(self, stored: str) -> str:
+            return '"bad"' if stored == "\ud800bad" else stored
+
+    app = make_any(codec=Surrogate())
+
+    @app.task
+    def echo(value: str) -> str:
+        return value
+
+    jobs = echo.enqueue_many([{"value": v} for v in ["ok"] * 5 + ["bad"] + ["fine"] * 5])
+    with running(app, concurrency=4) as w:
+        wait_for(lambda: all(app.get(j.id).finished_at is not None for j in jobs), 30, 0.02)
+        late = echo.enqueue(value="after")
+        wait_for(lambda: app.get(late.id).state == "succeeded", 30, 0.02, "a job after it")
+    assert w.exit_code == 0 and w.crash_reason is None
+    for job in jobs:
+        row = app.get(job.id)  # every row reads back
+        if job.payload["value"] == "bad":
+            assert (row.state, row.result) == ("failed", None)
+            assert row.errors[-1].type == "UnstorableOutcome"
+            assert "not UTF-8 text" in row.errors[-1].message
+        else:
+            assert (row.state, row.result) == ("succeeded", job.payload["value"])
