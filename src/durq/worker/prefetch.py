@@ -21,7 +21,9 @@ How deep the buffer goes: at most ``depth`` jobs (the worker's ``prefetch``, def
 returned (the run time is unknown then). Long jobs therefore prefetch nothing and leave the
 queue to idle workers (Celery's documented trap with long tasks), while no-op jobs keep the
 full depth; and a worker restarted after a poison job killed it claims only what its slots
-run until a job has come back.
+run until a job has come back. Jobs claimed while the mean was short that the mean now
+says would wait past ``max_wait`` (short jobs gave way to long ones) go back to the queue
+once they have waited 0.25 s (:meth:`Prefetch.take_excess`), for an idle worker to take.
 """
 
 from __future__ import annotations
@@ -145,6 +147,27 @@ class Prefetch:
         if ready:
             self._waiting = [e for e in self._waiting if e[0].id in running]
             self._jobs.extendleft(reversed(ready))
+
+    def take_excess(self, older_than: float) -> list[Claimed]:
+        """Take out (and return, newest first) the jobs held beyond what the slots would
+        start within ``max_wait`` at the mean run time *now*, among those that have waited
+        longer than ``older_than`` seconds. They were claimed while the mean was shorter
+        (short jobs gave way to longer ones); the caller gives them back, so that an idle
+        worker runs them instead of this one holding them (up to ``depth`` of them) until
+        its slots get there. Jobs waiting for an earlier body are left alone."""
+        with self.lock:
+            mean = self._mean_run
+            if self.closed or mean is None or mean <= 0:
+                return []
+            over = len(self._jobs) - min(self.depth, int(self.max_wait * self.slots / mean))
+            if over <= 0:
+                return []
+            edge = time.monotonic() - older_than
+            taken = [e for e in reversed(self._jobs) if e[1] < edge][:over]
+            if taken:
+                out = {id(e) for e in taken}
+                self._jobs = collections.deque(e for e in self._jobs if id(e) not in out)
+            return [job for job, _ in taken]
 
     def leases(self) -> list[tuple[int, int]]:
         """(job id, token) of every prefetched (or waiting) job: the heartbeat keeps them

@@ -182,7 +182,9 @@ class Claimer(Service):
     def check_prefetched(self) -> None:
         """Give back prefetched jobs whose queue was paused and drop those whose lease is
         gone, among the ones that waited longer than ``check_after`` (at most every
-        ``check_after`` seconds; jobs of short runs never wait that long)."""
+        ``check_after`` seconds; jobs of short runs never wait that long); give back too
+        those the mean run time now says would wait past the 50 ms rule
+        (``Prefetch.take_excess``)."""
         now = time.monotonic()
         if now - self._checked < self.check_after:
             return
@@ -201,6 +203,9 @@ class Claimer(Service):
         }
         taken = w.prefetch.remove(lambda job: (job.id, job.lease_token) not in stale)
         w.give_back([job for job in taken if (job.id, job.lease_token) not in lost])
+        # claimed while runs were short, they would now wait past the 50 ms rule: back to
+        # the queue for an idle worker (the prefetch's depth is no hoard of long jobs)
+        w.give_back(w.prefetch.take_excess(self.check_after))
 
 
 class Heartbeat(Service):
@@ -361,11 +366,13 @@ def with_batch(attempt: Attempt, outcome: Outcome) -> Outcome:
 def storable(attempt: Attempt, outcome: Outcome, clock: Callable[[], float]) -> Outcome:
     """The outcome, or a failure of its one job when a value in it cannot be stored (a
     ``max_snoozes`` past :data:`durq.checks.INT32_MAX`, a delay past
-    :data:`durq.checks.MAX_WAIT`, NaN or negative): committed with other jobs' outcomes in
-    one transaction, it would make the database refuse them all (and the claimer stop, the
-    other jobs run again). The task options are checked at definition; this is the guard
-    for what gets past them (a task's attribute changed after it)."""
-    snoozes, delay = outcome.max_snoozes, outcome.delay
+    :data:`durq.checks.MAX_WAIT`, NaN or negative, a stored result that is not UTF-8 text):
+    committed with other jobs' outcomes in one transaction, it would make the database
+    refuse them all (and the claimer stop, the other jobs run again). The task options are
+    checked at definition; this is the guard for what gets past them (a task's attribute
+    changed after it, a codec whose ``encode`` returns a lone surrogate: SQLite's batch of
+    successes would store it as bytes no read can decode)."""
+    snoozes, delay, result = outcome.max_snoozes, outcome.delay, outcome.result
     problem = None
     if isinstance(snoozes, bool) or not isinstance(snoozes, int) or not 0 <= snoozes <= INT32_MAX:
         problem = f"max_snoozes {snoozes!r} is not an int from 0 to {INT32_MAX}"
@@ -373,6 +380,8 @@ def storable(attempt: Attempt, outcome: Outcome, clock: Callable[[], float]) -> 
         isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay <= MAX_WAIT
     ):
         problem = f"a delay of {delay!r} s is not from 0 to {MAX_WAIT:g} s"
+    elif result is not None and not result.isascii():  # (isascii: a flag, no scan)
+        problem = unencodable(result)
     if problem is None:
         return outcome
     message = f"the attempt's outcome ({outcome.kind}) cannot be stored: {problem}"
@@ -381,3 +390,15 @@ def storable(attempt: Attempt, outcome: Outcome, clock: Callable[[], float]) -> 
     return dataclasses.replace(
         outcome, kind="failed", result=None, error=error, delay=0.0, max_snoozes=0
     )
+
+
+def unencodable(text: str) -> str | None:
+    """Why ``text`` (a stored result) cannot go into a database as UTF-8, or None."""
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        return (
+            f"its stored result is not UTF-8 text ({exc.reason} at character {exc.start}); "
+            "the app's codec must return text"
+        )
+    return None

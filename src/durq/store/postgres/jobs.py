@@ -224,7 +224,8 @@ class JobsMixin(PostgresBase):
             if any(o.kind == "retry" for o in outcomes):
                 hit("retry_tx")
             hit("finish_tx")
-        done: set[int] = set()
+        done: set[int] = set()  # ids of the jobs an outcome was written for
+        held: set[tuple[int, int]] = set()  # (id, token) of the outcomes written
         batched = any(o.batch_id is not None for o in outcomes)  # then close them in one tx
         hooked = any(o.on_fail for o in outcomes)  # on_fail hook jobs: in the same tx
         # limits: queues whose limited jobs waited last time are offered the slots first;
@@ -237,7 +238,8 @@ class JobsMixin(PostgresBase):
         # one statement is its own transaction; claims over several queues share one
         with self._tx(transaction=len(claim_queues) > 1 or batched or hooked) as conn:
             if outcomes and not claim_queues:
-                done = {r[0] for r in conn.execute(self._sql["FINISH_MANY"], params).fetchall()}
+                held = {(r[0], r[1]) for r in conn.execute(self._sql["FINISH_MANY"], params)}
+                done = {job_id for job_id, _ in held}
             elif outcomes:
                 queue = claim_queues.pop(0)
                 params["queue"], params["limit"] = queue, limit - len(claimed) - len(capped)
@@ -252,11 +254,12 @@ class JobsMixin(PostgresBase):
                         rows.append(r[1:])
                     else:
                         done.add(r[1])
+                        held.add((r[1], r[7]))
                 claimed.extend(self._claimed_in_order(rows))
             if batched:
                 self._close_batches_of(conn, outcomes, done, at)
             if hooked:
-                marked = [o.job_id for o in outcomes if o.on_fail and o.job_id in done]
+                marked = [o.job_id for o in outcomes if o.on_fail and _key(o) in held]
                 self._fail_hooks(conn, marked, at, flagged=False)
             for queue in claim_queues:
                 if len(claimed) + len(capped) >= limit:
@@ -275,7 +278,7 @@ class JobsMixin(PostgresBase):
                 )
         left = [o for o in outcomes if o.job_id not in done]
         if left:  # stale outcomes, or jobs with children: finished with their settle
-            done |= self._finish_parents(left, params, at)
+            held |= self._finish_parents(left, params, at)
         for queue, waiting in seen.items():
             if not waiting:
                 self._limited_queues.discard(queue)
@@ -285,7 +288,7 @@ class JobsMixin(PostgresBase):
                 capped.extend(self._claim_limited(queue, tasks, room(), lease, worker_id))
         if self._limited_ids and outcomes:
             self._limited_finished([o.job_id for o in outcomes])
-        return [o.job_id in done for o in outcomes], capped + claimed
+        return [_key(o) in held for o in outcomes], capped + claimed
 
     def give_back(self, leases: Sequence[tuple[int, int]]) -> list[int]:
         if not leases:
@@ -306,26 +309,28 @@ class JobsMixin(PostgresBase):
 
     def _finish_parents(
         self, left: Sequence[Outcome], params: dict[str, Any], at: float | None
-    ) -> set[int]:
+    ) -> set[tuple[int, int]]:
         """Record the outcomes of jobs that have children (the hot statement leaves them)
         in one transaction with the children's settle, their batches' close and on_fail
-        hooks. Outcomes whose token no longer holds change nothing, as before."""
+        hooks. Outcomes whose token no longer holds change nothing, as before. Returns
+        (id, token) of the outcomes written."""
         ids = {o.job_id for o in left}
         keep = [i for i, job_id in enumerate(params["ids"]) if job_id in ids]
         sub = {k: ([v[i] for i in keep] if k in _OUTCOME_ARRAYS else v) for k, v in params.items()}
         with self._tx() as conn:
             rows = conn.execute(self._sql["FINISH_PARENTS"], sub).fetchall()
-            done = {int(r[0]) for r in rows}
-            if not done:
-                return done
+            held = {(int(r[0]), int(r[2])) for r in rows}
+            if not held:
+                return held
+            done = {job_id for job_id, _ in held}
             ended = [int(r[0]) for r in rows if r[1] != "queued"]
             if any(o.batch_id is not None for o in left):
                 self._close_batches_of(conn, left, done, at)
-            marked = [o.job_id for o in left if o.on_fail and o.job_id in done]
+            marked = [o.job_id for o in left if o.on_fail and _key(o) in held]
             if marked:
                 self._fail_hooks(conn, marked, at, flagged=False)
             self._deps.settle(conn, ended, at)
-        return done
+        return held
 
     @staticmethod
     def _claimed_in_order(rows: Sequence[Sequence[Any]]) -> list[Claimed]:
@@ -406,3 +411,9 @@ class JobsMixin(PostgresBase):
             value = {"at": now, "recovered": summary.recovered, "failed": summary.failed}
             conn.execute(self._sql["PUT_META"], {"key": "last_reap", "value": json.dumps(value)})
         return summary
+
+
+def _key(o: Outcome) -> tuple[int, int]:
+    """(job id, lease token) of an outcome: how the finish statements name what they wrote
+    (one batch may hold two attempts of one job)."""
+    return (o.job_id, o.lease_token)

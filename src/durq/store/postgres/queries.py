@@ -169,17 +169,22 @@ WHERE"""
     .replace("__REQUEUED__", _REQUEUED)
     .replace("__SNOOZED__", _SNOOZED)
 )
+# RETURNING names each row written by (id, token): one batch may hold two outcomes of one
+# job (an attempt whose lease went and the attempt that replaced it), and only the one
+# whose token held was applied.
 _FINISHED += """ j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
   AND __PARENTS__
-RETURNING j.id
+RETURNING __RETURNING__
 """
 
 # Jobs with children (has_children) are left to FINISH_PARENTS, which runs in a transaction
 # with the children's settle (store/postgres/dependencies.py).
-FINISH_MANY = _FINISHED.replace("__PARENTS__", "NOT j.has_children")
+FINISH_MANY = _FINISHED.replace("__PARENTS__", "NOT j.has_children").replace(
+    "__RETURNING__", "j.id, o.token"
+)
 
 FINISH_PARENTS = _FINISHED.replace("__PARENTS__", "j.has_children").replace(
-    "RETURNING j.id", "RETURNING j.id, j.state"
+    "__RETURNING__", "j.id, j.state, o.token"
 )
 
 # The worker's hot path in one statement (one round trip, one commit): record the outcomes
@@ -208,7 +213,7 @@ claimed AS (
 SELECT true, id, queue, task, payload, attempts, max_attempts, lease_token, shutdown_requeues,
        priority, run_at, batch_id FROM claimed
 UNION ALL
-SELECT false, id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM fin
+SELECT false, id, NULL, NULL, NULL, NULL, NULL, token, NULL, NULL, NULL, NULL FROM fin
 UNION ALL"""
     + _LIMITED_WAITING
     + "UNION ALL"

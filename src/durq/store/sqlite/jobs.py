@@ -234,8 +234,9 @@ class JobsMixin(SqliteBase):
     ) -> list[bool]:
         """Write ``outcomes`` (each fenced by its lease token); whether each was applied,
         in order. Successes go in one statement (``FINISH_SUCCEEDED_MANY``), the rest
-        one statement each."""
-        wins = [o for o in outcomes if o.kind == "succeeded"]
+        one statement each, and so does a success whose result holds a NUL (a codec's
+        stored text: SQLite's JSON would cut it there) or is long (:data:`JOIN_MAX`)."""
+        wins = [o for o in outcomes if _joinable(o)]
         many = len(wins) > 1 and len({o.job_id for o in outcomes}) == len(outcomes)
         done: set[int] = set()
         if many:  # (one job twice, two attempts' outcomes: RETURNING could not tell them apart)
@@ -244,7 +245,7 @@ class JobsMixin(SqliteBase):
             done = {r[0] for r in cur.fetchall()}
         applied = []
         for o in outcomes:
-            if many and o.kind == "succeeded":
+            if many and _joinable(o):
                 applied.append(o.job_id in done)
             else:
                 applied.append(cls._finish_one(conn, o, now))
@@ -354,3 +355,22 @@ def insert_rows(conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> No
         chunk = rows[start : start + size]
         params = [value for row in chunk for value in row]
         conn.execute(q.insert_jobs(len(chunk)), params)
+
+
+#: Longest result (characters) written in ``FINISH_SUCCEEDED_MANY``; longer ones go one
+#: statement each. The batch is one bound string: 1,000 outcomes of results up to the
+#: 1 MiB ``result_limit``, escaped again inside the array, could pass SQLite's
+#: SQLITE_MAX_LENGTH (1e9 bytes) and fail the whole batch (and stop the claimer), where one
+#: statement per result never comes near it; and a long result's own copy costs more than
+#: the statement the batch saves.
+JOIN_MAX = 64 * 1024
+
+
+def _joinable(o: Outcome) -> bool:
+    """Whether ``o`` can go in ``FINISH_SUCCEEDED_MANY``: a success whose result is short
+    (:data:`JOIN_MAX`) and survives SQLite's JSON unchanged (no NUL; durq's own JSON
+    escapes it, a codec may not)."""
+    result = o.result
+    return o.kind == "succeeded" and (
+        result is None or (len(result) <= JOIN_MAX and "\x00" not in result)
+    )

@@ -126,11 +126,15 @@ WHERE id = :id AND lease_token = :token AND state = 'running'
 # RETURNING names the rows written. One statement instead of one per job: each
 # statement is a round trip through the sqlite3 module that gives up the GIL (the
 # worker's runner threads then hold it while the claimer waits to go on).
+# json_extract, not the ->> operator: that needs SQLite 3.38 and durq accepts 3.35
+# (connection.MIN_SQLITE). SQLite's JSON strings end at an escaped NUL, so a result
+# holding one (a codec's stored text) is written one statement on its own (jobs.py).
 FINISH_SUCCEEDED_MANY = """
 UPDATE jobs
 SET state = 'succeeded', result = o.result, finished_at = :now,
     lease_token = NULL, lease_expires_at = NULL
-FROM (SELECT value ->> 0 AS id, value ->> 1 AS token, value ->> 2 AS result
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token,
+             json_extract(value, '$[2]') AS result
       FROM json_each(:rows)) AS o
 WHERE jobs.id = o.id AND jobs.lease_token = o.token AND jobs.state = 'running'
 RETURNING jobs.id
