@@ -120,7 +120,7 @@ def test_enqueue_with_app_takes_the_tasks_settings(tmp_path: Path) -> None:
     unknown = run("enqueue", "nope", "--db", db, "--app", "tests.apps.basic:dq")
     assert unknown.returncode == 2 and "no task named 'nope'" in unknown.stderr
     human = run("enqueue", "fail_once", "--db", db)
-    assert f"in {db}" in human.stdout
+    assert f"in sqlite:///{db}" in human.stdout  # the absolute path, as a URL
 
 
 def test_module_attr_mistakes_say_what_is_wrong() -> None:
