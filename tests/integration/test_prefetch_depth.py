@@ -30,8 +30,9 @@ def test_a_pause_while_64_are_prefetched_gives_every_one_back_before_it_starts(
         # a claim already under way as the pause committed may still take a job or two:
         # those go back at the prefetch's next check, like the rest
         wait_for(
-            lambda: {(r.state, r.attempts) for r in (app.get(j.id) for j in waiting)}
-            == {("queued", 0)},
+            lambda: (
+                {(r.state, r.attempts) for r in (app.get(j.id) for j in waiting)} == {("queued", 0)}
+            ),
             5,
             what="every one back in the queue, no attempt spent",
         )
