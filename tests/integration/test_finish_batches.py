@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -19,19 +17,7 @@ from durq.codecs import Encrypted
 from durq.model import Outcome
 from tests.conformance.test_finish_fencing import ODD_RESULTS
 from tests.support.procs import wait_for
-
-
-@contextmanager
-def running(app: durq.Durq, **options: Any) -> Iterator[durq.Worker]:
-    w = app.worker(lease=30.0, **options)  # heartbeats every 10 s: none during the test
-    t = threading.Thread(target=lambda: w.run(install_signals=False), daemon=True)
-    t.start()
-    try:
-        yield w
-    finally:
-        w.request_stop()
-        t.join(30)
-        assert not t.is_alive(), "the worker did not stop"
+from tests.support.threads import running
 
 
 def expire_leases(url: str, ids: list[int]) -> None:
@@ -70,7 +56,7 @@ def test_a_batch_with_taken_over_leases_writes_only_the_fresh_successes(
 
     jobs = work.enqueue_many([{"n": i} for i in range(6)])
     other = make_any()
-    with running(app, concurrency=6) as w:
+    with running(app, lease=30.0, concurrency=6) as w:
         wait_for(lambda: len(started) == 6, 20, 0.005, "six bodies")
         taken = [j.id for j in jobs[::2]]
         expire_leases(url, taken)
@@ -106,7 +92,7 @@ def test_results_of_every_shape_come_back_exactly_from_a_real_workers_batches(
         return ODD_RESULTS[i % len(ODD_RESULTS)]
 
     jobs = odd.enqueue_many([{"i": i} for i in range(10 * len(ODD_RESULTS))])
-    with running(app, concurrency=8):
+    with running(app, lease=30.0, concurrency=8):
         wait_for(lambda: all(app.get(j.id).state == "succeeded" for j in jobs), 60, 0.05)
     for job in jobs:
         expected = json.loads(json.dumps(ODD_RESULTS[job.payload["i"] % len(ODD_RESULTS)]))
@@ -125,7 +111,7 @@ def test_encrypted_results_come_back_from_a_real_workers_batches(url: str) -> No
             return {"card": f"4111-{i:04d}", "note": 'q"\\\u00e9\U0001f600'}
 
         jobs = secret.enqueue_many([{"i": i} for i in range(300)])
-        with running(app, concurrency=8):
+        with running(app, lease=30.0, concurrency=8):
             wait_for(lambda: all(app.get(j.id).state == "succeeded" for j in jobs), 60, 0.05)
         for job in jobs:
             i = job.payload["i"]
@@ -188,7 +174,7 @@ def test_a_codec_result_that_is_not_utf8_fails_that_job_only(make_any: Any) -> N
         return value
 
     jobs = echo.enqueue_many([{"value": v} for v in ["ok"] * 5 + ["bad"] + ["fine"] * 5])
-    with running(app, concurrency=4) as w:
+    with running(app, lease=30.0, concurrency=4) as w:
         wait_for(lambda: all(app.get(j.id).finished_at is not None for j in jobs), 30, 0.02)
         late = echo.enqueue(value="after")
         wait_for(lambda: app.get(late.id).state == "succeeded", 30, 0.02, "a job after it")

@@ -18,30 +18,16 @@ import random
 import statistics
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 import durq
 from tests.support.procs import wait_for
+from tests.support.threads import running
 
 BOUND = 1.0  # seconds from a body's end to its outcome's commit, at most
 FALLBACK = 0.1  # seconds a claimer without capacity waits when nobody wakes it
-
-
-@contextmanager
-def running(app: durq.Durq, **options: Any) -> Iterator[durq.Worker]:
-    w = app.worker(lease=10.0, **options)
-    t = threading.Thread(target=lambda: w.run(install_signals=False), daemon=True)
-    t.start()
-    try:
-        yield w
-    finally:
-        w.request_stop()
-        t.join(30)
-        assert not t.is_alive(), "the worker did not stop"
 
 
 def latencies(app: durq.Durq, jobs: list[durq.Job]) -> list[float]:

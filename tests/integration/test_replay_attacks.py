@@ -12,15 +12,14 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import durq
-from tests.integration.test_replay_running import _runs
+from tests.integration.test_replay_running import _runs, pool_spec
 from tests.support.procs import wait_for, workers
+from tests.support.threads import running
 
 
 @dataclass
@@ -61,20 +60,6 @@ class Bodies:
         self.task = held
 
 
-@contextmanager
-def running(app: durq.Durq, **options: Any) -> Iterator[durq.Worker]:
-    options.setdefault("lease", 5.0)
-    w = app.worker(**options)
-    t = threading.Thread(target=lambda: w.run(install_signals=False), daemon=True)
-    t.start()
-    try:
-        yield w
-    finally:
-        w.request_stop()
-        t.join(30)
-        assert not t.is_alive(), "the worker did not stop"
-
-
 def token_of(app: durq.Durq, job_id: int) -> int | None:
     record = app.store.get(job_id)
     assert record is not None
@@ -91,7 +76,7 @@ def test_cancel_replay_cancel_replay_runs_one_body_after_the_old_one(
     app = make_any()
     bodies = Bodies(app)
     other = make_any()  # the operator's own handle
-    with running(app, concurrency=4) as w:
+    with running(app, lease=5.0, concurrency=4) as w:
         job = bodies.task.enqueue()
         wait_for(lambda: len(bodies.started) == 1, 20, 0.005, "the first body")
         first = bodies.started[0]
@@ -131,7 +116,7 @@ def test_a_replay_claimed_while_the_worker_shuts_down_is_given_back(make_any: An
     app = make_any()
     bodies = Bodies(app)
     other = make_any()
-    with running(app, concurrency=4, grace=10.0) as w:
+    with running(app, lease=5.0, concurrency=4, grace=10.0) as w:
         job = bodies.task.enqueue()
         wait_for(lambda: len(bodies.started) == 1, 20, 0.005, "the first body")
         w.request_stop()  # the old body keeps its slot through the grace
@@ -181,9 +166,7 @@ def test_cancel_replay_cancel_replay_in_the_process_pool(url: str, tmp_path: Pat
     ``time.sleep``; the cancel's SIGTERM ends it in the child). Whatever the order the
     worker sees it in, one body of the job runs at a time, every earlier run was stopped,
     and the last replay runs to its end as attempt 1."""
-    spec = {"app": "tests.apps.interrupts", "url": url, "log": tmp_path / "w.log",
-            "args": ("--concurrency", "2", "--pool", "processes"),
-            "env": {"DURQ_MARKS": str(tmp_path)}}  # fmt: skip
+    spec = pool_spec(url, tmp_path)
     runs = tmp_path / "runs.txt"
     app = durq.Durq(url)
     try:

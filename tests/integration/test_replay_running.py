@@ -169,14 +169,20 @@ def test_a_replay_waiting_for_its_earlier_body_is_given_back_at_shutdown(
     assert [e.kind.split(":")[0] for e in final.errors] == ["cancelled", "replayed"]
 
 
+def pool_spec(url: str, tmp_path: Path) -> dict[str, object]:
+    """A worker process of ``tests.apps.interrupts`` with ``--pool processes`` and 2
+    children, its marks (start files, ``runs.txt``) in ``tmp_path``."""
+    return {"app": "tests.apps.interrupts", "url": url, "log": tmp_path / "w.log",
+            "args": ("--concurrency", "2", "--pool", "processes"),
+            "env": {"DURQ_MARKS": str(tmp_path)}}  # fmt: skip
+
+
 def test_a_replayed_job_waits_for_its_earlier_body_in_the_process_pool(
     url: str, tmp_path: Path
 ) -> None:
     """``--pool processes`` (2 children): the old body's child is stopped (the cancel's
     SIGTERM, or the new claim's), and the replay starts in a child only after it ended."""
-    spec = {"app": "tests.apps.interrupts", "url": url, "log": tmp_path / "w.log",
-            "args": ("--concurrency", "2", "--pool", "processes"),
-            "env": {"DURQ_MARKS": str(tmp_path)}}  # fmt: skip
+    spec = pool_spec(url, tmp_path)
     runs = tmp_path / "runs.txt"
     app = durq.Durq(url)
     try:
