@@ -319,22 +319,31 @@ def test_durq_dashboard_verb_binds_loopback_and_says_so(tmp_path: Path, db_url: 
 
 
 def test_status_watch_redraws_until_interrupted(db_url: str) -> None:
-    import time
+    """``durq status --watch 0.2`` redraws until Ctrl-C, then exits 0. Waits for the third
+    redraw (however slow the machine is to start the process), then interrupts."""
+    import threading
 
     durq.Durq(db_url).enqueue("ok", {"n": 1})
     proc = subprocess.Popen(
         [sys.executable, "-m", "durq", "status", "--db", db_url, "--watch", "0.2"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
+    lines: list[str] = []
+    assert proc.stdout is not None
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
+    reader.start()
     try:
-        time.sleep(2.0)
+        wait_for(lambda: sum("queue " in line for line in lines) >= 3, 60, 0.05,
+                 "three redraws")  # fmt: skip
         proc.send_signal(signal.SIGINT)
-        out, _err = proc.communicate(timeout=10)
+        proc.wait(10)
+        reader.join(10)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
-    assert out.count("queue ") >= 3 and proc.returncode == 0
+        proc.stdout.close()
+    assert sum("queue " in line for line in lines) >= 3 and proc.returncode == 0
 
 
 def test_jobs_show_lists_every_attempt_with_start_end_and_worker(url: str) -> None:
