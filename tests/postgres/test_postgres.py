@@ -196,11 +196,19 @@ def test_worker_survives_its_sessions_being_terminated(tmp_path: Path, pg_url: s
     url = f"{pg_url}&application_name={name}"
     w = WorkerProc(APP, url, tmp_path / "w.log", ["--concurrency", "4", "--lease", "5"])
     try:
-        for _ in range(4):
+        # once it has registered (a worker that cannot reach the store at its first call
+        # exits with that error), cut its sessions every 0.4 s: at least 4 times, and on
+        # until the worker has met a cut (a session cut while idle in the pool is replaced
+        # without an error)
+        wait_for(lambda: any(e["event"] == "worker_started" for e in w.events()), 60, 0.02,
+                 "the worker to register")  # fmt: skip
+        for cut in range(100):
             time.sleep(0.4)
             admin(
                 f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{name}'"
             )
+            if cut >= 3 and any(e["event"] == "store_busy" for e in w.events()):
+                break
         wait_for(
             lambda: all(app.get(j.id).state == "succeeded" for j in jobs[-20:]),
             60,

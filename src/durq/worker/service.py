@@ -6,10 +6,14 @@ service's name and the traceback logged, and a non-zero exit (never a silent han
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
+from collections.abc import Callable
 from typing import Protocol
 
 from durq.errors import StoreBusy, StoreError, StoreFull, StoreUnavailable
+from durq.observability import events
 
 
 class Supervisor(Protocol):
@@ -65,3 +69,29 @@ def passing(exc: BaseException) -> bool:
     return isinstance(exc, StoreError) and (
         "disk is full" in str(exc) or "disk i/o" in str(exc).lower()
     )
+
+
+def waiting_out(
+    step: Callable[[], object], what: str, stop: threading.Event, limit: float = 60.0
+) -> None:
+    """Run ``step`` (a start-up call on a store already reached once) and, while it fails
+    with an error a loop would wait out (:func:`passing`: a session the server cut, a busy
+    or full database), log ``store_busy`` and run it again, 0.1 s doubling to 2 s apart.
+
+    Raises:
+        The last error once ``limit`` seconds have passed or ``stop`` was set meanwhile;
+        at once any error that is not :func:`passing`.
+    """
+    deadline = time.monotonic() + limit
+    pause = 0.1
+    while True:
+        try:
+            step()
+            return
+        except Exception as exc:
+            if not passing(exc) or time.monotonic() >= deadline:
+                raise
+            events.emit(events.STORE_BUSY, logging.WARNING, loop=what, error=str(exc))
+            if stop.wait(pause):
+                raise
+            pause = min(pause * 2, 2.0)

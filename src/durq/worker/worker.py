@@ -34,6 +34,7 @@ from durq.worker.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from durq.worker.reporting import report_outcome
 from durq.worker.runners import AsyncRunner, ThreadRunner
 from durq.worker.scheduler import Scheduler
+from durq.worker.service import waiting_out
 from durq.worker.services import Claimer, Heartbeat, Reaper, error_json
 from durq.worker.state import Attempt, InFlight
 from durq.worker.stats import WorkerStats
@@ -257,10 +258,12 @@ class Worker:
             lease=self.lease,
             url=describe_url(self.app.url),
         )
-        try:
-            store.report_worker(self.id, self.self_report())
-            self.reaper.reap_once()
-            self.sweeper.sweep_once()  # overdue jobs expire before anything is claimed
+        try:  # the store answered once: a cut session or a busy moment is waited out now
+            stop = self._stop_requested
+            waiting_out(lambda: store.report_worker(self.id, self.self_report()), "start", stop)
+            waiting_out(self.reaper.reap_once, "start", stop)
+            # overdue jobs expire before anything is claimed
+            waiting_out(self.sweeper.sweep_once, "start", stop)
         except BaseException:
             with contextlib.suppress(Exception):  # do not leave a phantom "live worker" behind
                 store.unregister_worker(self.id)
