@@ -232,9 +232,10 @@ class Store(Protocol):
         ...
 
     def cancel_signalled(self) -> bool:
-        """True when a running job may have been cancelled since the last call (cheap; a
-        worker's cancel watch calls it from one thread, then :meth:`lost_among`).
-        PostgreSQL: a cancel's NOTIFY arrived (and at least once a second, as a backstop);
+        """True when a running job's lease may have ended elsewhere since the last call
+        (cheap; a worker's cancel watch calls it from one thread, then
+        :meth:`lost_among`). PostgreSQL: the NOTIFY of a cancel, an expiry, a rescue or a
+        replay arrived (and at least once a second, as a backstop: a reap sends none);
         SQLite: another connection committed (the database's data version changed)."""
         ...
 

@@ -68,7 +68,8 @@ RETURNING id, run_at, created_at
 """
 
 NOTIFY = "SELECT pg_notify(%(channel)s, %(queue)s)"
-#: The payload of the NOTIFY sent when a job is cancelled (workers stop its body).
+#: The payload of the NOTIFY sent when a running job's lease may have ended elsewhere (a
+#: cancel, an expiry, a rescue, a replay): the workers' cancel watches read their leases.
 CANCEL_PAYLOAD = "durq:cancel"
 
 # Of the (id, token) leases a worker holds, those no longer held (its cancel watch): the
