@@ -119,7 +119,7 @@ def test_a_running_job_past_its_deadline_is_fenced_out(app: durq.Durq, clock: Cl
     (c,) = app.store.claim("default", ["generate"], 1, 3600, "w1")
     clock.advance(61)
     assert app.sweep().expired == (job.id,)
-    assert app.store.extend_leases([(c.id, c.lease_token)], LEASE) == [job.id]
+    assert app.store.extend_leases([(c.id, c.lease_token)], LEASE) == [(job.id, c.lease_token)]
     assert app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="1")]) == [False]
     expired = app.get(job.id)
     assert expired.state == "expired"

@@ -104,7 +104,7 @@ def test_stale_token_cannot_finish_retry_heartbeat_progress_or_release(
     assert s.finish([Outcome(old.id, old.lease_token, "succeeded", result='"A"')]) == [False]
     assert s.finish([Outcome(old.id, old.lease_token, "retry", error=err(1), delay=0)]) == [False]
     assert s.finish([Outcome(old.id, old.lease_token, "failed", error=err(1))]) == [False]
-    assert s.extend_leases([(old.id, old.lease_token)], LEASE) == [old.id]
+    assert s.extend_leases([(old.id, old.lease_token)], LEASE) == [(old.id, old.lease_token)]
     assert s.set_progress(old.id, old.lease_token, '{"fraction": 1}') is False
     assert s.release(old.id, old.lease_token, 2, "{}") is None
     row = app.get(job.id)
@@ -112,6 +112,31 @@ def test_stale_token_cannot_finish_retry_heartbeat_progress_or_release(
     assert s.extend_leases([(new.id, new.lease_token)], LEASE) == []
     assert s.finish([Outcome(new.id, new.lease_token, "succeeded", result='"B"')]) == [True]
     assert app.get(job.id).result == "B"
+
+
+def test_extend_leases_answers_per_id_and_token(app: durq.Durq, clock: Clock) -> None:
+    """One heartbeat holding a job under its current token and a stale one (a replay
+    claimed while the old body still runs in the same worker): the current lease is
+    extended, the stale one alone is reported lost, whatever their order."""
+    register(app)
+    job = app.tasks["work"].enqueue()
+    (first,) = claim(app)
+    app.cancel(job.id)
+    app.retry(job.id)
+    (second,) = claim(app)
+    assert (first.id, second.id) == (job.id, job.id)
+    assert first.lease_token != second.lease_token
+    stale, current = (job.id, first.lease_token), (job.id, second.lease_token)
+    for leases in ([current, stale], [stale, current]):
+        before = app.store.get(job.id)
+        assert before is not None and before.lease_expires_at is not None
+        clock.advance(1)
+        assert app.store.extend_leases(leases, LEASE) == [stale]
+        after = app.store.get(job.id)
+        assert after is not None and after.lease_expires_at is not None
+        assert after.lease_expires_at > before.lease_expires_at  # the current one extended
+    assert app.store.extend_leases([current, current], LEASE) == []
+    assert app.store.extend_leases([], LEASE) == []
 
 
 def test_grouped_finish_applies_each_row_on_its_own_token(app: durq.Durq) -> None:
@@ -185,7 +210,7 @@ def test_cancel_queued_and_running_fences_the_worker(app: durq.Durq) -> None:
     (c,) = claim(app)
     assert app.cancel(running.id).state == "cancelled"
     assert app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="1")]) == [False]
-    assert app.store.extend_leases([(c.id, c.lease_token)], LEASE) == [c.id]
+    assert app.store.extend_leases([(c.id, c.lease_token)], LEASE) == [(c.id, c.lease_token)]
     assert app.get(running.id).state == "cancelled"
     # the running attempt stays in the history, with its start and lease holder; a queued
     # job's cancel ended no attempt and adds nothing

@@ -146,15 +146,15 @@ class QueueModel:
         self.tokens[job_id].append(token)
         return job.attempts
 
-    def extend(self, leases: list[tuple[int, int]]) -> list[int]:
-        """Extend the held leases; returns the ids (in order) whose token no longer holds."""
-        lost: list[int] = []
+    def extend(self, leases: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Extend the held leases; returns the pairs (in order) whose token no longer holds."""
+        lost: list[tuple[int, int]] = []
         for job_id, token in leases:
             job = self.jobs[job_id]
             if job.holds(token):
                 job.lease_expires_at = self.now + self.lease
             else:
-                lost.append(job_id)
+                lost.append((job_id, token))
         return lost
 
     def _drop_lease(self, job: ModelJob) -> None:

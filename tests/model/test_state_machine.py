@@ -454,7 +454,7 @@ class QueueMachine(RuleBasedStateMachine):
         elif op in ("retry", "failed"):
             assert store.finish([Outcome(job_id, token, op, error=err, delay=0)]) == [False]
         elif op == "extend":
-            assert store.extend_leases([(job_id, token)], LEASE) == [job_id]
+            assert store.extend_leases([(job_id, token)], LEASE) == [(job_id, token)]
         elif op == "progress":
             assert store.set_progress(job_id, token, '{"fraction": 0.99}') is False
         else:

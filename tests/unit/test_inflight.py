@@ -1,15 +1,13 @@
 """The worker's table of attempts (durq.worker.state.InFlight) with two attempts of one
 job: a job cancelled while its body runs and replayed at once is claimed again under a new
 lease token while the old body is still in the table. Each attempt keeps its own entry
-and bookkeeping (lease, limit hold, slot, shutdown), and the lost-lease lookup names the
-attempt whose token failed, not the job."""
+and bookkeeping (lease, limit hold, slot, shutdown). That the store names a lost lease by
+(id, token) is a conformance test (tests/conformance/test_store.py)."""
 
 from __future__ import annotations
 
-import durq
 from durq.context import JobContext
 from durq.model import Claimed
-from durq.worker.services import lost_leases
 from durq.worker.state import Attempt, InFlight
 
 
@@ -69,27 +67,3 @@ def test_an_old_attempt_leaving_does_not_take_the_new_ones_entry() -> None:
     assert table.returned(old) is True
     table.settle(old)
     assert len(table) == 0 and table.body_of(9) is None
-
-
-def test_lost_leases_names_the_attempt_whose_token_failed(url: str) -> None:
-    """Two tokens of one job in one heartbeat: the old one (revoked) is lost, the new one
-    (current) is kept, and each is named by (id, token)."""
-    app = durq.Durq(url)
-
-    @app.task
-    def work() -> None:
-        return None
-
-    job = work.enqueue()
-    (first,) = app.store.claim("default", ["work"], 1, 30.0, "w1")
-    app.cancel(job.id)
-    app.retry(job.id)
-    (second,) = app.store.claim("default", ["work"], 1, 30.0, "w1")
-    assert (first.id, second.id) == (job.id, job.id)
-    assert first.lease_token != second.lease_token
-    leases = [(first.id, first.lease_token), (second.id, second.lease_token)]
-    assert lost_leases(app.store, leases, 30.0) == {(first.id, first.lease_token)}
-    assert lost_leases(app.store, leases[::-1], 30.0) == {(first.id, first.lease_token)}
-    assert lost_leases(app.store, [leases[1], leases[1]], 30.0) == set()
-    assert lost_leases(app.store, [], 30.0) == set()
-    app.close()

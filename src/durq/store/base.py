@@ -106,8 +106,13 @@ class Store(Protocol):
         """Which of ``queues`` are paused now (a read)."""
         ...
 
-    def extend_leases(self, leases: Sequence[tuple[int, int]], lease: float) -> list[int]:
-        """Extend (job_id, token) leases; returns the ids whose lease was lost."""
+    def extend_leases(
+        self, leases: Sequence[tuple[int, int]], lease: float
+    ) -> list[tuple[int, int]]:
+        """Extend (job_id, token) leases by ``lease`` seconds from now (store time), each
+        pair on its own: a job given twice, with its current token and a stale one, keeps
+        the first and loses the second. Returns the pairs whose lease was lost (no longer
+        that token's, or the job no longer ``running``), in the order given."""
         ...
 
     def set_progress(self, job_id: int, token: int, progress: str) -> bool: ...
@@ -227,15 +232,22 @@ class Store(Protocol):
         ...
 
     def cancel_signalled(self) -> bool:
-        """True when a running job may have been cancelled since the last call (cheap; a
-        worker's cancel watch calls it from one thread). PostgreSQL: a cancel's NOTIFY
-        arrived (and at least once a second, as a backstop); SQLite: another connection
-        committed (the database's data version changed)."""
+        """True when a running job's lease may have ended elsewhere since the last call
+        (cheap; a worker's cancel watch calls it from one thread, then
+        :meth:`lost_among`). PostgreSQL: the NOTIFY of a cancel, an expiry, a rescue or a
+        replay arrived (and at least once a second, as a backstop: a reap sends none);
+        SQLite: another connection committed (the database's data version changed)."""
         ...
 
-    def ended_among(self, job_ids: Sequence[int]) -> dict[int, str]:
-        """Of these jobs, those ``cancelled`` or ``expired`` (by another process: a cancel,
-        a deadline), with that state: the bodies a worker must stop. One read."""
+    def lost_among(self, leases: Sequence[tuple[int, int]]) -> dict[tuple[int, int], str]:
+        """Of these (job_id, token) leases, those no longer held: the job is not
+        ``running`` under that token any more (cancelled, expired, requeued by a reap or a
+        rescue, replayed and maybe claimed again under a new token, finished, or deleted).
+        Each maps to why: the job's state when it is ``cancelled`` or ``expired``, else
+        ``"lease_lost"``. The bodies a worker must stop. One read, no write.
+
+        The store cannot tell a lease ended by its holder's own outcome from one taken
+        away, so a caller asks only about attempts whose outcome it has not recorded."""
         ...
 
     # -- pause and alerts --

@@ -13,7 +13,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from durq.checks import INT32_MAX, MAX_WAIT
@@ -28,7 +28,6 @@ from durq.worker.state import Attempt
 from durq.worker.stopping import stop
 
 if TYPE_CHECKING:
-    from durq.store.base import Store
     from durq.worker.host import WorkerHost
 
 log = logging.getLogger("durq.worker")
@@ -195,7 +194,7 @@ class Claimer(Service):
             return
         store = w.app.store
         paused = store.paused_among(sorted({job.queue for job in waited}))
-        lost = lost_leases(store, [(j.id, j.lease_token) for j in waited], w.lease)
+        lost = set(store.extend_leases([(j.id, j.lease_token) for j in waited], w.lease))
         stale = {
             (j.id, j.lease_token)
             for j in waited
@@ -238,7 +237,7 @@ class Heartbeat(Service):
         w.app.store.verify()
         leases = w.inflight.leases()
         ahead = w.prefetch.leases()  # claimed ahead, not started: kept alive the same way
-        lost = lost_leases(w.app.store, leases + ahead, w.lease)
+        lost = set(w.app.store.extend_leases(leases + ahead, w.lease))
         if ahead and lost:
             dropped = w.prefetch.remove(lambda job: (job.id, job.lease_token) not in lost)
             for job in dropped:  # a cancel may have left it a limit hold; no body runs
@@ -256,10 +255,10 @@ class Heartbeat(Service):
                     gone.append(attempt)
         # a lease also goes with a cancel or an expiry: then the body is told so (the
         # cancel watch may not have seen it yet), not that its lease was lost
-        ended = w.app.store.ended_among(sorted({a.job.id for a in gone})) if gone else {}
+        why = w.app.store.lost_among([a.key for a in gone]) if gone else {}
         for attempt in gone:
             attempt.ctx.mark_lease_lost()
-            state = ended.get(attempt.job.id)
+            state = why.get(attempt.key)
             if state in ("cancelled", "expired"):
                 stop(w, attempt, state)
                 continue
@@ -316,29 +315,6 @@ class Reaper(Service):
                 failed=summary.failed,
                 ids=list(summary.job_ids[:50]),
             )
-
-
-def lost_leases(
-    store: Store, leases: Sequence[tuple[int, int]], lease: float
-) -> set[tuple[int, int]]:
-    """Extend ``leases`` ((job id, token) pairs) by ``lease`` seconds; returns the pairs
-    whose lease was lost. ``Store.extend_leases`` names lost leases by job id only, so
-    when one job has two tokens here (a replay claimed while an earlier body of it still
-    runs) they go in separate calls, each call naming every job once. Raises what
-    ``Store.extend_leases`` raises."""
-    rounds: list[dict[int, int]] = [{}]
-    for job_id, token in leases:
-        for tokens in rounds:
-            if tokens.get(job_id, token) == token:
-                tokens[job_id] = token
-                break
-        else:
-            rounds.append({job_id: token})
-    lost: set[tuple[int, int]] = set()
-    for tokens in rounds:
-        if tokens:
-            lost.update((i, tokens[i]) for i in store.extend_leases(list(tokens.items()), lease))
-    return lost
 
 
 def error_json(kind: str, message: str, attempt: int, at: float) -> str:

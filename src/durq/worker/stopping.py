@@ -7,12 +7,13 @@ is gone, reports a body that will not stop (``job_wedged``; it shows as ``wedged
 outcome of a stopped attempt is written by the runner once the body has returned, so its
 slot and its (heartbeated) lease stay held until then.
 
-:class:`Cancels` finds the jobs in hand that another process cancelled (or a deadline
-expired) and stops their bodies: on PostgreSQL on the cancel's NOTIFY, on SQLite when the
-database's data version moved, with one read of the ids in hand each time. A cancelled or
-expired limited job keeps its slot as a limit hold (made by the store with the cancel)
-until its body is gone: the heartbeat extends it meanwhile, and this service deletes it
-at its next tick after the body returned.
+:class:`Cancels` finds the attempts in hand whose lease another process ended (a cancel,
+a deadline, a rescue, a replay claimed by another worker) and stops their bodies: on
+PostgreSQL on the NOTIFY of a cancel, an expiry, a rescue or a replay (and once a second),
+on SQLite when the database's data version moved, with one read of the (job id, token)
+pairs in hand each time. A cancelled or expired limited job keeps its slot as a limit hold
+(made by the store with the cancel) until its body is gone: the heartbeat extends it
+meanwhile, and this service deletes it at its next tick after the body returned.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def stop_superseded(worker: WorkerHost, job: Claimed) -> None:
     """``job`` was claimed again (a new token) while the body of an earlier attempt of it
     still runs here, and waits for that body. The earlier attempt's lease is gone: its
     token was revoked (by a cancel, an expiry or a reap) before the new claim, even when
-    the cancel watch has not seen it (a replay right after a cancel leaves the job queued
-    or running again by the time the watch reads its state). Stop that body
+    the cancel watch has not read it yet (it reads at its next tick, and would stop the
+    body too: its token is no longer the job's). Stop that body
     (``lease_lost``: its outcome drops; a limit hold the cancel left is released once it
     has returned), so that the new attempt starts."""
     old = worker.inflight.body_of(job.id)
@@ -174,8 +175,9 @@ class Timeouts(Service):
 
 
 class Cancels(Service):
-    """Stops the bodies of jobs in hand that were cancelled or expired elsewhere, within
-    about :attr:`tick` seconds of the signal (a NOTIFY; a data-version change)."""
+    """Stops the bodies of jobs in hand that were cancelled, expired, rescued or replayed
+    elsewhere, within about :attr:`tick` seconds of the signal (a NOTIFY; a data-version
+    change)."""
 
     name = "cancels"
     tick = 0.1
@@ -214,16 +216,20 @@ class Cancels(Service):
             raise
 
     def check(self) -> None:
+        """When the store signals a change, read which attempts in hand lost their lease
+        (``Store.lost_among``, by (job id, token)) and stop their bodies: ``cancelled`` or
+        ``expired`` as the job now is, else ``lease_lost`` (the job was requeued by a
+        rescue or a reap, or replayed, and maybe claimed again elsewhere already)."""
         w = self.worker
         store = w.app.store
         if not store.cancel_signalled():
             return
-        running: dict[int, list[Attempt]] = {}  # by job id: a cancel ends every attempt
-        for attempt in w.inflight.running():
-            running.setdefault(attempt.job.id, []).append(attempt)
+        running = {a.key: a for a in w.inflight.running()}
         if not running:
             return
-        for job_id, state in store.ended_among(sorted(running)).items():
-            for attempt in running[job_id]:
-                attempt.ctx.mark_lease_lost()  # its lease went with the cancel
-                stop(w, attempt, "cancelled" if state == "cancelled" else "expired")
+        for key, why in store.lost_among(sorted(running)).items():
+            attempt = running[key]
+            if attempt.returned:  # its outcome went in meanwhile: nothing to stop
+                continue
+            attempt.ctx.mark_lease_lost()  # its lease went with the cancel, or elsewhere
+            stop(w, attempt, why if why in ("cancelled", "expired") else "lease_lost")

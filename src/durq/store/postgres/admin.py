@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 
@@ -52,6 +53,7 @@ class AdminMixin(PostgresBase):
             done = cur.rowcount == 1
             if done:
                 self._batches.reopen_for_jobs(conn, [job_id])
+                self._notify_replayed(conn)
             return done
 
     def retry_matching(
@@ -89,7 +91,15 @@ class AdminMixin(PostgresBase):
                         continue
             if ids:
                 self._batches.reopen_for_jobs(conn, ids)
+                self._notify_replayed(conn)
         return ids, found[-1]
+
+    def _notify_replayed(self, conn: psycopg.Connection[Any]) -> None:
+        """With a replay's commit: the cancel watches of the workers look (an earlier body
+        of a replayed job may still run somewhere: it is stopped, ``lease_lost``, once the
+        replay is claimed, docs/features/replay.md), and idle workers wake to claim it (the
+        listener wakes them on any NOTIFY)."""
+        conn.execute(self._sql["NOTIFY"], {"channel": self.channel, "queue": q.CANCEL_PAYLOAD})
 
     def purge(self, queue: str, states: Sequence[str]) -> int:
         at = self._at()

@@ -353,7 +353,9 @@ class JobsMixin(PostgresBase):
             for r in ordered
         ]
 
-    def extend_leases(self, leases: Sequence[tuple[int, int]], lease: float) -> list[int]:
+    def extend_leases(
+        self, leases: Sequence[tuple[int, int]], lease: float
+    ) -> list[tuple[int, int]]:
         if not leases:
             return []
         params = {
@@ -364,8 +366,9 @@ class JobsMixin(PostgresBase):
         }
         hit("heartbeat_tx")
         with self._tx(transaction=False) as conn:
-            kept = {r[0] for r in conn.execute(self._sql["EXTEND_LEASES"], params).fetchall()}
-        return [i for i, _ in leases if i not in kept]
+            rows = conn.execute(self._sql["EXTEND_LEASES"], params).fetchall()
+        kept = {(int(r[0]), int(r[1])) for r in rows}  # per (id, token): not per id
+        return [(i, t) for i, t in leases if (i, t) not in kept]
 
     def set_progress(self, job_id: int, token: int, progress: str) -> bool:
         with self._tx(transaction=False) as conn:

@@ -68,13 +68,20 @@ RETURNING id, run_at, created_at
 """
 
 NOTIFY = "SELECT pg_notify(%(channel)s, %(queue)s)"
-#: The payload of the NOTIFY sent when a job is cancelled (workers stop its body).
+#: The payload of the NOTIFY sent when a running job's lease may have ended elsewhere (a
+#: cancel, an expiry, a rescue, a replay): the workers' cancel watches read their leases.
 CANCEL_PAYLOAD = "durq:cancel"
 
-# the running jobs a worker holds that were cancelled or expired meanwhile (its cancel watch)
-ENDED_AMONG = (
-    "SELECT id, state FROM {s}.jobs WHERE id = ANY(%(ids)s) AND state IN ('cancelled', 'expired')"
-)
+# Of the (id, token) leases a worker holds, those no longer held (its cancel watch): the
+# row gone, or not running under that token; why: 'cancelled' / 'expired', else
+# 'lease_lost' (reaped, rescued, replayed and maybe claimed again).
+LOST_AMONG = """
+SELECT l.id, l.token,
+       CASE WHEN j.state IN ('cancelled', 'expired') THEN j.state ELSE 'lease_lost' END
+FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS l(id, token)
+LEFT JOIN {s}.jobs AS j ON j.id = l.id
+WHERE j.id IS NULL OR j.state != 'running' OR j.lease_token IS DISTINCT FROM l.token
+"""
 
 SELECT_JOB = "SELECT " + JOB_COLUMNS + " FROM {s}.jobs WHERE id = %(id)s"
 
@@ -224,7 +231,7 @@ EXTEND_LEASES = """
 UPDATE {s}.jobs AS j SET lease_expires_at = {s}.epoch(%(at)s) + %(lease)s
 FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS l(id, token)
 WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'running'
-RETURNING j.id
+RETURNING j.id, j.lease_token
 """
 
 SET_PROGRESS = """

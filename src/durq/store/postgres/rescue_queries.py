@@ -55,5 +55,3 @@ RETURNING id, state
 MARK_RESCUED = "UPDATE {s}.workers SET rescues = rescues + 1 WHERE id = ANY(%(ids)s::text[])"
 
 FORGET_WORKERS = "DELETE FROM {s}.workers WHERE id = ANY(%(ids)s::text[])"
-
-NOTIFY = "SELECT pg_notify(%(channel)s, 'rescue')"

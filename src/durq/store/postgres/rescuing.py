@@ -55,8 +55,10 @@ class RescuingMixin(PostgresBase):
             conn.execute(self._rq("MARK_RESCUED"), {"ids": ids})
             if dead:
                 conn.execute(self._rq("FORGET_WORKERS"), {"ids": list(dead)})
-            if rows:  # wake the workers: the rescued jobs are ready now
-                conn.execute(self._rq("NOTIFY"), {"channel": self.channel})
+            if rows:  # wake the workers: the rescued jobs are ready now; and the cancel
+                # watch of a rescued worker still running their bodies stops them (lease_lost)
+                payload = {"channel": self.channel, "queue": self._sql["CANCEL_PAYLOAD"]}
+                conn.execute(self._sql["NOTIFY"], payload)
         return RescueSummary(
             at=self.now(),
             workers=tuple(ids),

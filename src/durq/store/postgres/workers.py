@@ -128,12 +128,13 @@ class WorkersMixin(PostgresBase):
             return True
         return False
 
-    def ended_among(self, job_ids: Sequence[int]) -> dict[int, str]:
-        if not job_ids:
+    def lost_among(self, leases: Sequence[tuple[int, int]]) -> dict[tuple[int, int], str]:
+        if not leases:
             return {}
+        params = {"ids": [i for i, _ in leases], "tokens": [t for _, t in leases]}
         with self._tx(transaction=False) as conn:
-            rows = conn.execute(self._sql["ENDED_AMONG"], {"ids": list(job_ids)}).fetchall()
-        return {int(r[0]): str(r[1]) for r in rows}
+            rows = conn.execute(self._sql["LOST_AMONG"], params).fetchall()
+        return {(int(r[0]), int(r[1])): str(r[2]) for r in rows}
 
     def changed(self) -> bool:
         """True once a NOTIFY arrived since the last call (a listener thread waits for them)."""

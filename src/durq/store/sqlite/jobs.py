@@ -273,11 +273,13 @@ class JobsMixin(SqliteBase):
             return conn.execute(q.FINISH_SNOOZE, params).rowcount == 1
         return conn.execute(q.FINISH_FAILED, params).rowcount == 1
 
-    def extend_leases(self, leases: Sequence[tuple[int, int]], lease: float) -> list[int]:
+    def extend_leases(
+        self, leases: Sequence[tuple[int, int]], lease: float
+    ) -> list[tuple[int, int]]:
         if not leases:
             return []
         conn = self._conn()
-        lost: list[int] = []
+        lost: list[tuple[int, int]] = []
         with self._write(urgent=True):  # a heartbeat goes before ordinary writers
             expires = self.now() + lease  # after the lock is ours, not before the wait for it
             for job_id, token in leases:
@@ -285,7 +287,7 @@ class JobsMixin(SqliteBase):
                     q.EXTEND_LEASE, {"id": job_id, "token": token, "expires": expires}
                 )
                 if cur.rowcount != 1:
-                    lost.append(job_id)
+                    lost.append((job_id, token))
             hit("heartbeat_tx")
         return lost
 

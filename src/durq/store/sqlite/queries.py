@@ -384,10 +384,17 @@ GET_META = "SELECT value FROM meta WHERE key = :key"
 
 DATA_VERSION = "PRAGMA data_version"
 
-# the running jobs a worker holds that were cancelled or expired meanwhile (its cancel watch)
-ENDED_AMONG = """
-SELECT id, state FROM jobs
-WHERE id IN (SELECT value FROM json_each(:ids)) AND state IN ('cancelled', 'expired')
+# Of the (id, token) leases a worker holds, those no longer held (its cancel watch): the
+# row gone, or not running under that token; why: 'cancelled' / 'expired', else
+# 'lease_lost' (reaped, rescued, replayed and maybe claimed again). :leases is a JSON
+# array of [id, token]; json_extract, not ->> (SQLite 3.38; durq accepts 3.35).
+LOST_AMONG = """
+SELECT l.id, l.token,
+       CASE WHEN j.state IN ('cancelled', 'expired') THEN j.state ELSE 'lease_lost' END
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token
+      FROM json_each(:leases)) AS l
+LEFT JOIN jobs AS j ON j.id = l.id
+WHERE j.id IS NULL OR j.state != 'running' OR j.lease_token IS NOT l.token
 """
 
 # The store-wide high-water mark of store time (durq.store.sqlite.clock): only ever raised.

@@ -104,11 +104,11 @@ class WorkersMixin(SqliteBase):
         self._cancel_version = version
         return seen != version
 
-    def ended_among(self, job_ids: Sequence[int]) -> dict[int, str]:
-        if not job_ids:
+    def lost_among(self, leases: Sequence[tuple[int, int]]) -> dict[tuple[int, int], str]:
+        if not leases:
             return {}
-        rows = self._read(q.ENDED_AMONG, {"ids": json.dumps(list(job_ids))})
-        return {int(r[0]): str(r[1]) for r in rows}
+        rows = self._read(q.LOST_AMONG, {"leases": json.dumps([list(p) for p in leases])})
+        return {(int(r[0]), int(r[1])): str(r[2]) for r in rows}
 
     def changed(self) -> bool:
         if self._watch_conn is None:

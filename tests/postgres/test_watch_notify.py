@@ -1,0 +1,75 @@
+"""PostgreSQL: a replay and a rescue send the NOTIFY the workers' cancel watches wait for
+(``durq:cancel``), so a body whose lease went with them is stopped within the watch's
+0.1 s tick rather than at its once-a-second backstop (docs/features/replay.md). On SQLite
+every commit moves the data version the watch reads (tests/conformance/test_cancel_watch.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+import durq
+from durq.model import WorkerInfo
+from durq.store.postgres.connection import NOTIFY_CHANNEL
+from durq.store.postgres.queries import CANCEL_PAYLOAD
+from tests.conftest import PG_URL, Clock
+
+LEASE = 30.0
+
+
+@contextmanager
+def listening(url: str) -> Iterator[Callable[[], list[str]]]:
+    """LISTEN on the store's channel; yields a call that returns the payloads arrived so
+    far (waiting up to 5 s for the first)."""
+    import psycopg
+
+    schema = dict(parse_qsl(urlsplit(url).query))["schema"]
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'LISTEN "{NOTIFY_CHANNEL}_{schema}"')
+
+        def arrived() -> list[str]:
+            payloads = [n.payload for n in conn.notifies(timeout=5.0, stop_after=1)]
+            payloads += [n.payload for n in conn.notifies(timeout=0.2)]  # any more queued
+            return payloads
+
+        yield arrived
+
+
+@pytest.mark.parametrize("bulk", [False, True], ids=["retry", "retry_where"])
+def test_a_replay_notifies_the_cancel_watches(pg_url: str, bulk: bool) -> None:
+    app = durq.Durq(pg_url)
+
+    @app.task
+    def work() -> None: ...
+
+    job = work.enqueue()
+    app.store.claim("default", ["work"], 1, LEASE, "w1")
+    app.cancel(job.id)
+    with listening(pg_url) as arrived:
+        if bulk:
+            assert app.retry_where("cancelled") == 1
+        else:
+            app.retry(job.id)
+        assert CANCEL_PAYLOAD in arrived()
+
+
+def test_a_rescue_notifies_the_cancel_watches(pg_url: str) -> None:
+    clock = Clock()
+    app = durq.Durq(pg_url, clock=clock)
+
+    @app.task
+    def work() -> None: ...
+
+    work.enqueue()
+    info = WorkerInfo("frozen", "elsewhere", 1, ("default",), ("work",), 0.0, 0.0, LEASE)
+    app.store.register_worker(info)
+    app.store.beat_worker("frozen", 5.0, None)
+    app.store.finish_and_claim([], ["default"], ["work"], 1, LEASE, "frozen")
+    clock.advance(6)
+    with listening(pg_url) as arrived:
+        assert app.store.rescue().workers == ("frozen",)
+        assert CANCEL_PAYLOAD in arrived()
