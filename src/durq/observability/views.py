@@ -98,6 +98,26 @@ def why(store: Store, record: JobRecord) -> Why:
     return why_not_running(record, store.why_facts(record))
 
 
+#: History entries that are no failure: an operator's action (a replay, a cancel of a
+#: running job) or an attempt handed back without spending it (a snooze).
+INFO_KINDS = frozenset({"replayed", "cancelled", "snoozed"})
+#: Attempts that ended for a reason outside the body: its worker died or lost the lease (a
+#: rescue, the reaper), was stopped (a shutdown past the free requeues), the deadline
+#: passed, a parent failed.
+WARN_KINDS = frozenset({"lease_lost", "shutdown", "expired", "parent_failed"})
+
+
+def tone(outcome: str) -> str:
+    """How a page colours an attempt's outcome (an entry's kind, or ``succeeded`` /
+    ``running``): ``ok``, ``running``, ``info`` (:data:`INFO_KINDS`), ``warn``
+    (:data:`WARN_KINDS`), else ``error`` (the body raised, timed out, could not run)."""
+    if outcome in ("succeeded", "running"):
+        return "ok" if outcome == "succeeded" else "running"
+    if outcome in INFO_KINDS:
+        return "info"
+    return "warn" if outcome in WARN_KINDS else "error"
+
+
 def attempts(job: Job) -> list[dict[str, Any]]:
     """Every attempt of ``job`` that has a record, oldest first, as JSON-ready dicts:
     ``attempt``, ``started_at``, ``ended_at`` (epoch s or None), ``worker_id`` (the lease
