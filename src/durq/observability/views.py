@@ -10,6 +10,7 @@ from typing import Any
 from durq.job import Job
 from durq.model import JobFilter, JobRecord, WorkerDetail
 from durq.model.jobs import HOOK_TASK_PREFIX
+from durq.observability import processes
 from durq.observability.why import Why, why_not_running
 from durq.store.base import Store
 
@@ -56,9 +57,11 @@ def worker_row(w: WorkerDetail, now: float) -> dict[str, Any]:
 
 
 def workers(store: Store) -> list[dict[str, Any]]:
-    """Live workers (seen within their lease), by host and id: see :func:`worker_row`."""
+    """Live workers (:func:`durq.observability.processes.live`: beaten within their lease,
+    or their ``rescue_after`` when shorter, and not gone from this host), by host and id:
+    see :func:`worker_row`."""
     now = store.now()
-    return [worker_row(w, now) for w in store.worker_details()]
+    return [worker_row(w, now) for w in processes.live(store.worker_details(), now)]
 
 
 def series(store: Store, queues: list[str], now: float | None = None) -> dict[str, Any]:
