@@ -7,6 +7,7 @@ must run (``.ci/run`` installs the package). A screenshot of each page goes to
 
 from __future__ import annotations
 
+import colorsys
 import os
 import re
 import socket
@@ -92,9 +93,10 @@ class Session:
 def open_dashboard(browser: Browser) -> Iterator[Callable[..., Session]]:
     with ExitStack() as stack:
 
-        def make(dq: durq.Durq, **kwargs: Any) -> Session:
+        def make(dq: durq.Durq, viewport: tuple[int, int] = (1400, 900), **kwargs: Any) -> Session:
             base = stack.enter_context(serving(create_app(dq, **kwargs)))
-            context = browser.new_context(viewport={"width": 1400, "height": 900})
+            width, height = viewport
+            context = browser.new_context(viewport={"width": width, "height": height})
             stack.callback(context.close)
             return Session(context.new_page(), base)
 
@@ -364,3 +366,93 @@ def test_job_page_shows_every_attempt(
     assert "TimeoutError: slow db" in cells[0][6] and "w-second" in cells[1][6]
     assert "TimeoutError: slow db" in page.locator("section.attempt pre.traceback").inner_text()
     shots(page, "job-attempts")
+
+
+#: A queue name with no place to break it, and one of hyphenated words (issue ux-polish).
+LONG_QUEUE = "tenant_" + "x" * 120
+WORDY_QUEUE = "notifications-transactional-emails-eu-west-1-priority-high-volume"
+LONG_TASK = "send_transactional_email_with_attachments_and_tracking_pixels_" * 3
+
+
+def _rgb(page: Page, selector: str) -> tuple[int, int, int]:
+    """The computed text colour of the first element ``selector`` matches."""
+    text = page.locator(selector).first.evaluate("el => getComputedStyle(el).color")
+    r, g, b = (int(v) for v in re.findall(r"\d+", text)[:3])
+    return r, g, b
+
+
+def _reddish(rgb: tuple[int, int, int]) -> bool:
+    """A saturated colour within 20 degrees of pure red (amber, at about 33, is not)."""
+    hue, _, saturation = colorsys.rgb_to_hls(*(v / 255 for v in rgb))
+    return saturation > 0.4 and min(hue, 1 - hue) * 360 < 20
+
+
+def test_overview_fits_a_laptop_screen(
+    dq: durq.Durq, open_dashboard: Callable[..., Session], shots: Callable[[Page, str], None]
+) -> None:
+    """At 1280x800 the overview has no horizontal scroll, with long queue and task names and
+    a long pause reason, signed in too (its buttons); each long name is whole in its link's
+    title."""
+    populate(dq)
+    dq.task(name=LONG_TASK, queue=LONG_QUEUE)(lambda n=0: n)
+    dq.enqueue(LONG_TASK, {"n": 1})
+    dq.enqueue(LONG_TASK, {"n": 2}, queue=WORDY_QUEUE)
+    dq.pause(WORDY_QUEUE, "the provider said we are out of credit until the next billing "
+             "period starts on the first of the month", source="auto")  # fmt: skip
+    s = open_dashboard(dq, token=TOKEN, viewport=(1280, 800))
+    for signed_in in (False, True):
+        if signed_in:
+            s.sign_in()
+        page = s.go("/")
+        page.wait_for_selector(f"tr[data-queue='{LONG_QUEUE}']")
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 1280, (signed_in, width)
+        for name in (LONG_QUEUE, WORDY_QUEUE):
+            link = page.locator(f"tr[data-queue='{name}'] td:first-child a")
+            assert link.get_attribute("title") == name
+            assert name in (link.get_attribute("href") or "")
+        shots(page, "overview-1280" + ("-signed-in" if signed_in else ""))
+
+
+def test_a_replay_and_a_rescue_are_not_styled_as_errors(
+    dq: durq.Durq, open_dashboard: Callable[..., Session], shots: Callable[[Page, str], None]
+) -> None:
+    """On a job's page a replay (an operator's action) and a rescue (its worker died) are
+    not red like the attempt that raised; nor is the jobs list's last error of such a job,
+    while a job that failed for good keeps its red."""
+    ids = populate(dq)
+    # a job that raised, was replayed by an operator, then lost its worker (the reaper)
+    dq.task(name="flaky", queue="ops", max_attempts=2)(lambda n=0: n)
+    store = dq.store
+    replayed = dq.enqueue("flaky", {"n": 1}).id
+    [c] = store.claim("ops", ["flaky"], 1, 30.0, "w-one")
+    tb = 'Traceback (most recent call last):\n  File "app.py", line 1\nOSError: down\n'
+    err = AttemptError(1, store.now(), "OSError", "down", tb, "permanent")
+    store.finish([Outcome(c.id, c.lease_token, "failed", error=err)])
+    dq.retry(replayed)
+    store.claim("ops", ["flaky"], 1, 0.05, "w-two")  # a lease it will not extend
+    time.sleep(0.2)
+    store.reap()
+    kinds = [e.kind for e in dq.get(replayed).errors]
+    assert kinds == ["permanent", "replayed", "lease_lost"], kinds
+
+    s = open_dashboard(dq)
+    page = s.go(f"/jobs/{replayed}")
+    rows = page.locator("table.attempts tbody tr")
+    assert rows.count() == 3
+    error = _rgb(page, "table.attempts tbody tr:nth-child(1) td:nth-child(7)")
+    assert _reddish(error), error  # the attempt that raised stays red
+    for n in (2, 3):  # the replay, the rescue: their outcome and their text
+        for col in (6, 7):
+            colour = _rgb(page, f"table.attempts tbody tr:nth-child({n}) td:nth-child({col})")
+            assert colour != error and not _reddish(colour), (n, col, colour)
+    assert rows.nth(1).get_attribute("data-tone") == "info"
+    assert rows.nth(2).get_attribute("data-tone") == "warn"
+    shots(page, "job-replayed-and-rescued")
+
+    page = s.go("/jobs?state=queued&queue=ops")
+    cell = f"tr[data-id='{replayed}'] td:nth-child(9)"
+    assert "LeaseExpired" in page.locator(cell).inner_text()
+    assert not _reddish(_rgb(page, cell))
+    page = s.go("/failed")  # a job that failed for good: its last error stays red
+    assert _reddish(_rgb(page, f"tr[data-id='{ids['failed']}'] td:nth-child(9)"))

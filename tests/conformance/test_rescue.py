@@ -10,7 +10,7 @@ import socket
 
 import durq
 from durq.model import Outcome, WorkerInfo
-from durq.worker.liveness import proc_stamp, process_gone
+from durq.observability.processes import proc_stamp, process_gone
 from tests.conftest import Clock
 
 LEASE = 30.0

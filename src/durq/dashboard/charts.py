@@ -6,7 +6,7 @@ from markupsafe import Markup, escape
 
 
 def sparkline(
-    succeeded: list[int], failed: list[int], width: int = 360, height: int = 60
+    succeeded: list[int], failed: list[int], width: int = 180, height: int = 40
 ) -> Markup:
     """An SVG with one line for succeeded and one for failed jobs per bucket (oldest left).
 

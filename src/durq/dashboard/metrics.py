@@ -5,7 +5,7 @@ serves it, and counters of every worker are summed (case 30: not one process's v
 
 - ``durq_jobs{queue,state}``: jobs by queue and state now (gauge).
 - ``durq_oldest_queued_age_seconds{queue}``: age of the oldest ready job (gauge).
-- ``durq_workers_alive``: workers seen within their lease (gauge).
+- ``durq_workers_alive``: live workers (gauge; :func:`durq.observability.processes.live`).
 - ``durq_jobs_in_hand{queue}``: attempts running now, from the ``running`` state (gauge).
 - ``durq_jobs_enqueued_total``: jobs ever inserted (the id sequence: never decreases).
 - ``durq_worker_attempts_total{worker,outcome}``: each live worker's attempts since it

@@ -114,6 +114,7 @@ def _list(d: Dashboard, params: Params, title: str, **fixed: str) -> dict[str, A
                 "hook": views.is_hook(job.task),
                 "payload": job.payload,
                 "error": f"{err.type}: {err.message}" if err else "",
+                "tone": views.tone(err.kind) if err else "",
             }
         )
     return {
@@ -171,7 +172,7 @@ def job(d: Dashboard, params: Params) -> Page:
     return "job.html", {
         "job": found, "d": found.to_dict(), "why": views.why(d.dq.store, record),
         "steps": d.dq.steps(job_id), "batch": batch, "hook": views.is_hook(found.task),
-        "attempts": views.attempts(found),
+        "attempts": [{**a, "tone": views.tone(a["outcome"])} for a in views.attempts(found)],
     }  # fmt: skip
 
 

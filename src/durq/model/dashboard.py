@@ -51,7 +51,8 @@ class WorkerReport:
 class WorkerDetail:
     """A registered worker with its last report, for ``durq workers`` and the dashboard.
 
-    Times are epoch seconds on the store's clock; ``lease`` is seconds.
+    Times are epoch seconds on the store's clock; ``lease`` and ``rescue_after`` are
+    seconds; ``rescue_after`` and ``proc`` as in :class:`durq.model.WorkerInfo`.
     """
 
     id: str
@@ -63,6 +64,8 @@ class WorkerDetail:
     last_seen: float
     lease: float
     report: WorkerReport
+    rescue_after: float | None = None
+    proc: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +142,8 @@ def in_hand_json(report: WorkerReport) -> str:
 
 def detail_from_row(r: Sequence[Any]) -> WorkerDetail:
     """A :class:`WorkerDetail` from a row of (id, host, pid, queues, tasks, started_at,
-    last_seen, lease, pool, concurrency, version, in_hand, done, failed), as both backends
-    store it (queues, tasks and in_hand as JSON text)."""
+    last_seen, lease, pool, concurrency, version, in_hand, done, failed, rescue_after,
+    proc), as both backends store it (queues, tasks and in_hand as JSON text)."""
     in_hand = tuple(
         InHand(int(h["id"]), str(h["task"]), float(h["started_at"])) for h in json.loads(r[11])
     )
@@ -148,4 +151,5 @@ def detail_from_row(r: Sequence[Any]) -> WorkerDetail:
     return WorkerDetail(
         r[0], r[1], int(r[2]), tuple(json.loads(r[3])), tuple(json.loads(r[4])),
         float(r[5]), float(r[6]), float(r[7]), report,
+        float(r[14]) if r[14] is not None else None, str(r[15]) if r[15] is not None else None,
     )  # fmt: skip

@@ -14,6 +14,9 @@ class WorkerInfo:
     last heartbeat (a ``def`` task that never returns keeps its thread and its slot).
     ``loop_blocked`` is how long (seconds) the event loop of its ``async def`` tasks had
     run no callback at its last heartbeat, once past its threshold (0.0 otherwise).
+    ``rescue_after`` (seconds without a liveness beat after which it counts as dead; None:
+    never by staleness) and ``proc`` (its process stamp) are what its liveness beats wrote
+    (None before the first): :func:`durq.observability.processes.live` reads them.
     """
 
     id: str
@@ -26,6 +29,8 @@ class WorkerInfo:
     lease: float
     wedged: int = 0
     loop_blocked: float = 0.0
+    rescue_after: float | None = None
+    proc: str | None = None
 
 
 @dataclass(slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from durq.model import StatusData
+from durq.observability import processes
 
 STATES = (
     "scheduled", "queued", "running", "succeeded", "failed", "cancelled", "expired",
@@ -30,7 +31,8 @@ def snapshot(data: StatusData) -> dict[str, Any]:
     ``in_backoff`` counts scheduled jobs that already used an attempt (retries waiting).
     ``estimated`` names the states whose count is an estimate (PostgreSQL, a finished state
     of over 10,000 jobs in that queue: the planner's figure, not a count).
-    A worker is live while it was seen within its lease.
+    A worker is live while it beat within its lease (its ``rescue_after`` when shorter)
+    and, on this host, its process is still there (:func:`durq.observability.processes.live`).
     """
     now = data.now
     queues: dict[str, dict[str, Any]] = {}
@@ -60,7 +62,7 @@ def snapshot(data: StatusData) -> dict[str, Any]:
     for queue, info in data.paused.items():
         entry(queue)["paused"] = info
 
-    live = [w for w in data.workers if w.last_seen + w.lease >= now]
+    live = processes.live(data.workers, now)
     served = {(q, t) for w in live for q in w.queues for t in w.tasks}
     stranded = []
     for queue, task, n in data.queued_tasks:

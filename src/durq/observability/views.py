@@ -10,6 +10,7 @@ from typing import Any
 from durq.job import Job
 from durq.model import JobFilter, JobRecord, WorkerDetail
 from durq.model.jobs import HOOK_TASK_PREFIX
+from durq.observability import processes
 from durq.observability.why import Why, why_not_running
 from durq.store.base import Store
 
@@ -56,9 +57,11 @@ def worker_row(w: WorkerDetail, now: float) -> dict[str, Any]:
 
 
 def workers(store: Store) -> list[dict[str, Any]]:
-    """Live workers (seen within their lease), by host and id: see :func:`worker_row`."""
+    """Live workers (:func:`durq.observability.processes.live`: beaten within their lease,
+    or their ``rescue_after`` when shorter, and not gone from this host), by host and id:
+    see :func:`worker_row`."""
     now = store.now()
-    return [worker_row(w, now) for w in store.worker_details()]
+    return [worker_row(w, now) for w in processes.live(store.worker_details(), now)]
 
 
 def series(store: Store, queues: list[str], now: float | None = None) -> dict[str, Any]:
@@ -96,6 +99,26 @@ def job_page(store: Store, f: JobFilter) -> tuple[list[Job], int | None]:
 def why(store: Store, record: JobRecord) -> Why:
     """Why the stored job is not running now (:func:`durq.observability.why.why_not_running`)."""
     return why_not_running(record, store.why_facts(record))
+
+
+#: History entries that are no failure: an operator's action (a replay, a cancel of a
+#: running job) or an attempt handed back without spending it (a snooze).
+INFO_KINDS = frozenset({"replayed", "cancelled", "snoozed"})
+#: Attempts that ended for a reason outside the body: its worker died or lost the lease (a
+#: rescue, the reaper), was stopped (a shutdown past the free requeues), the deadline
+#: passed, a parent failed.
+WARN_KINDS = frozenset({"lease_lost", "shutdown", "expired", "parent_failed"})
+
+
+def tone(outcome: str) -> str:
+    """How a page colours an attempt's outcome (an entry's kind, or ``succeeded`` /
+    ``running``): ``ok``, ``running``, ``info`` (:data:`INFO_KINDS`), ``warn``
+    (:data:`WARN_KINDS`), else ``error`` (the body raised, timed out, could not run)."""
+    if outcome in ("succeeded", "running"):
+        return "ok" if outcome == "succeeded" else "running"
+    if outcome in INFO_KINDS:
+        return "info"
+    return "warn" if outcome in WARN_KINDS else "error"
 
 
 def attempts(job: Job) -> list[dict[str, Any]]:

@@ -137,7 +137,7 @@ class Store(Protocol):
         """The worker's liveness beat (about every second, apart from job leases): mark it
         seen now, with ``rescue_after`` (seconds without a beat after which the leader
         counts it dead; None: never by staleness) and ``proc`` (its process stamp, see
-        :func:`durq.worker.liveness.proc_stamp`). Returns how many times its jobs were
+        :func:`durq.observability.processes.proc_stamp`). Returns how many times its jobs were
         rescued so far, or None when its row is gone."""
         ...
 
@@ -215,7 +215,13 @@ class Store(Protocol):
 
     def unregister_worker(self, worker_id: str) -> None: ...
 
-    def status_data(self) -> StatusData: ...
+    def status_data(self) -> StatusData:
+        """The figures of one status snapshot, read in one consistent snapshot: counts by
+        queue and state, the oldest ready job per queue, queued jobs per task, pauses, the
+        last reaper pass, and every registered worker with its last liveness beat's
+        ``rescue_after`` and process stamp (which of them is live is the caller's rule:
+        :func:`durq.observability.processes.live`)."""
+        ...
 
     def lead(self, what: str, stale_after: float = 15.0) -> bool:
         """True when this process should perform the leader duty ``what`` now.
@@ -521,7 +527,8 @@ class Store(Protocol):
         ...
 
     def worker_details(self) -> list[WorkerDetail]:
-        """Live workers (seen within their lease) with their last report."""
+        """Workers seen within their lease, with their last report, ``rescue_after`` and
+        process stamp (:func:`durq.observability.processes.live` narrows them down)."""
         ...
 
     def recent_batches(self, before: int | None, limit: int) -> list[int]:

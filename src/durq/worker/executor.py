@@ -7,7 +7,6 @@ the claimer records under the attempt's lease token.
 from __future__ import annotations
 
 import asyncio
-import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +20,7 @@ from durq.model import SNOOZE_KIND, AttemptError, Claimed, Outcome
 from durq.pause import pause_outcome
 from durq.payload import UndecodablePayload, decode_payload, encode_result
 from durq.retry import retry_after_of
+from durq.worker.tracebacks import format_task_error
 
 if TYPE_CHECKING:
     from durq.registry import Registry
@@ -152,7 +152,7 @@ class Executor:
             return self.snoozed(job, task, exc)
         decision = self.decision(task, exc)
         type_name = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
-        tb = "".join(traceback.format_exception(exc))
+        tb = format_task_error(exc)  # from the task's frames, not the executor's
         kind = (
             decision.kind
             if decision.reason in ("", "unclassified")

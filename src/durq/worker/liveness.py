@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from durq.hooks import fail_tasks
 from durq.observability import events
+from durq.observability.processes import proc_stamp, process_gone
 from durq.worker.service import Service, passing
 
 if TYPE_CHECKING:
@@ -42,56 +43,6 @@ RESCUE_AFTER = 5.0
 #: Events: the leader returned dead workers' jobs; a worker learnt its own were taken.
 WORKERS_RESCUED = "workers_rescued"
 WORKER_FENCED = "worker_fenced"
-
-
-def proc_stamp(pid: int) -> str | None:
-    """``"<boot id>/<pid namespace>/<start time>"`` of process ``pid``, or None where
-    ``/proc`` does not tell (not Linux, or the process is gone).
-
-    Two stamps with the same boot id and pid namespace come from processes whose pids can
-    be compared; the start time (clock ticks since boot) tells a reused pid apart.
-    """
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            boot = f.read().strip()
-        namespace = os.readlink(f"/proc/{pid}/ns/pid")
-        started = _start_time(pid)
-    except OSError:
-        return None
-    if started is None:
-        return None
-    return f"{boot}/{namespace}/{started}"
-
-
-def _start_time(pid: int) -> str | None:
-    """Field 22 of ``/proc/<pid>/stat`` (after the command, which may hold spaces), or
-    None for a zombie (dead, not yet reaped). Raises OSError when there is no such pid."""
-    with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    if fields[0] in ("Z", "X"):
-        return None
-    return fields[19]
-
-
-def process_gone(pid: int, stamp: str, mine: str | None) -> bool:
-    """Whether the process that stamped ``stamp`` as ``pid`` is dead, as seen from the
-    process whose stamp is ``mine``. False whenever this cannot be told for sure: another
-    boot or pid namespace (a container with the same host name), or no ``/proc``."""
-    if mine is None or not stamp:
-        return False
-    where, _, started = stamp.rpartition("/")
-    if where != mine.rpartition("/")[0]:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        pass  # a process of another user holds the pid: compare start times below
-    try:
-        return _start_time(pid) != started
-    except OSError:
-        return True
 
 
 class Liveness(Service):

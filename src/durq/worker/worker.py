@@ -40,6 +40,7 @@ from durq.worker.state import Attempt, InFlight
 from durq.worker.stats import WorkerStats
 from durq.worker.stopping import STOP_WAIT, Cancels, Timeouts, stop_given_back, stop_superseded
 from durq.worker.sweeper import attach as attach_sweeper
+from durq.worker.tracebacks import format_task_error
 
 if TYPE_CHECKING:
     from durq.registry import Registry
@@ -640,7 +641,7 @@ class Worker:
         """An outcome for an error that escaped the executor's own steps; never raises."""
         job = attempt.job
         try:
-            tb = "".join(traceback.format_exception(exc))
+            tb = format_task_error(exc)
         except BaseException:  # noqa: BLE001
             tb = ""
         error = AttemptError(

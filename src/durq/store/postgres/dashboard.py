@@ -37,7 +37,7 @@ WHERE id = %(id)s
 
 SELECT_WORKER_DETAILS = """
 SELECT id, host, pid, queues, tasks, started_at, last_seen, lease, pool, concurrency, version,
-       in_hand, done, failed
+       in_hand, done, failed, rescue_after, proc
 FROM {s}.workers WHERE last_seen + lease >= {s}.epoch(%(at)s) ORDER BY host, id
 """
 
@@ -171,7 +171,7 @@ class PostgresDashboard(PostgresBase):
             conn.execute(self._dq(REPORT_WORKER), params)
 
     def worker_details(self) -> list[WorkerDetail]:
-        """Live workers (seen within their lease) with their last report, by host and id."""
+        """Workers seen within their lease with their last report, by host and id."""
         with self._tx(transaction=False) as conn:
             rows = conn.execute(self._dq(SELECT_WORKER_DETAILS), {"at": self._at()}).fetchall()
         return [detail_from_row(r) for r in rows]

@@ -453,8 +453,8 @@ DELETE_WORKER = "DELETE FROM {s}.workers WHERE id = %(id)s"
 DELETE_DEAD_WORKERS = "DELETE FROM {s}.workers WHERE last_seen + 10 * lease < {s}.epoch(%(at)s)"
 
 SELECT_WORKERS = (
-    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease, wedged, loop_blocked "
-    "FROM {s}.workers "
+    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease, wedged, loop_blocked, "
+    "rescue_after, proc FROM {s}.workers "
     "ORDER BY id"
 )
 

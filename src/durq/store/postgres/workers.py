@@ -89,6 +89,8 @@ class WorkersMixin(PostgresBase):
                         r[7],
                         int(r[8] or 0),
                         float(r[9] or 0.0),
+                        float(r[10]) if r[10] is not None else None,
+                        str(r[11]) if r[11] is not None else None,
                     )
                 )
             meta = conn.execute(self._sql["GET_META"], {"key": "last_reap"}).fetchone()

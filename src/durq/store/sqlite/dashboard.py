@@ -38,7 +38,7 @@ WHERE id = :id
 
 SELECT_WORKER_DETAILS = """
 SELECT id, host, pid, queues, tasks, started_at, last_seen, lease, pool, concurrency, version,
-       in_hand, done, failed
+       in_hand, done, failed, rescue_after, proc
 FROM workers WHERE last_seen + lease >= :now ORDER BY host, id
 """
 
@@ -147,7 +147,7 @@ class SqliteDashboard(SqliteBase):
             conn.execute(REPORT_WORKER, params)
 
     def worker_details(self) -> list[WorkerDetail]:
-        """Live workers (seen within their lease) with their last report, by host and id."""
+        """Workers seen within their lease with their last report, by host and id."""
         return [detail_from_row(r) for r in self._read(SELECT_WORKER_DETAILS, {"now": self.now()})]
 
     def recent_batches(self, before: int | None, limit: int) -> list[int]:

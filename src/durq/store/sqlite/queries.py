@@ -373,8 +373,8 @@ DELETE_WORKER = "DELETE FROM workers WHERE id = :id"
 DELETE_DEAD_WORKERS = "DELETE FROM workers WHERE last_seen + 10 * lease < :now"
 
 SELECT_WORKERS = (
-    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease, wedged, loop_blocked "
-    "FROM workers "
+    "SELECT id, host, pid, queues, tasks, started_at, last_seen, lease, wedged, loop_blocked, "
+    "rescue_after, proc FROM workers "
     "ORDER BY id"
 )
 

@@ -82,6 +82,8 @@ class WorkersMixin(SqliteBase):
                             r[7],
                             int(r[8] or 0),
                             float(r[9] or 0.0),
+                            float(r[10]) if r[10] is not None else None,
+                            str(r[11]) if r[11] is not None else None,
                         )
                     )
                 row = conn.execute(q.GET_META, {"key": "last_reap"}).fetchone()

@@ -25,7 +25,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from collections import deque
 from functools import partial
 from multiprocessing.connection import Connection
@@ -55,6 +54,7 @@ from durq.worker.pool.protocol import (
     rss_bytes,
     unpack,
 )
+from durq.worker.tracebacks import format_task_error
 
 if TYPE_CHECKING:
     from durq.registry import Registry
@@ -200,7 +200,7 @@ def run_one(view: ChildApp, executor: Executor, job: Claimed, body: Body) -> Out
             view.store.now(),
             type(exc).__name__,
             describe(exc),
-            "".join(traceback.format_exception(exc)),
+            format_task_error(exc),
             "transient",
         )
         kind = "failed" if job.attempt >= job.max_attempts else "retry"
