@@ -228,6 +228,7 @@ def test_worker_survives_its_sessions_being_terminated(tmp_path: Path, pg_url: s
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_worker_survives_a_server_restart(tmp_path: Path, pg_url: str) -> None:
     require_pg()
     if shutil.which("pg_ctlcluster") is None:
