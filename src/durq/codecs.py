@@ -213,6 +213,20 @@ def encode_with(codec: Codec | None, text: str) -> str:
     return text if codec is None else codec.encode(text)
 
 
+def nul_problem(what: str, stored: str | None, holds_nul: bool) -> str | None:
+    """Why ``stored`` (``what``: a payload, a result, a step record, as the app's codec
+    stored it) cannot go into a database whose text columns hold no NUL character
+    (``holds_nul`` False: PostgreSQL), or None. durq's own JSON escapes NUL (``\\u0000``);
+    only a codec's ``encode`` can return one. One scan of the text, only when it matters."""
+    if holds_nul or stored is None or "\x00" not in stored:
+        return None
+    at = stored.index("\x00")
+    return (
+        f"{what} holds a NUL character (character {at} of the text the app's codec "
+        "returned), which PostgreSQL cannot store"
+    )
+
+
 def decode_with(codec: Codec | None, stored: str) -> str:
     """The JSON text of ``stored`` under ``codec``.
 

@@ -50,6 +50,10 @@ class Store(Protocol):
     codec: Codec | None
     #: True when the backend pushes wake-ups (LISTEN/NOTIFY); False means poll :meth:`changed`.
     supports_notify: bool
+    #: True when text columns keep a NUL character (SQLite); False when the database refuses
+    #: it (PostgreSQL): a codec's text holding one is then refused before the statement
+    #: (durq.codecs.nul_problem), so it never fails a statement that writes other jobs too.
+    holds_nul: bool
 
     def now(self) -> float: ...
 

@@ -33,7 +33,7 @@ from durq.hooks import mark_outcome
 from durq.model import SNOOZE_KIND, Claimed, Outcome, WorkerInfo
 from durq.pause import PAUSE_KIND
 from durq.worker.pausing import settle_pause
-from durq.worker.services import with_batch
+from durq.worker.services import storable, with_batch
 from durq.worker.state import Attempt
 
 if TYPE_CHECKING:
@@ -154,6 +154,7 @@ def _run_one(host: Worker, job: Claimed, skip_backoff: bool, result: DrainResult
         return
     if outcome.kind == "retry" and skip_backoff:
         outcome = dataclasses.replace(outcome, delay=0.0)
+    outcome = storable(attempt, outcome, app.store)  # as the worker's claimer does
     (applied,) = app.store.finish([mark_outcome(app, job.task, with_batch(attempt, outcome))])
     host.inflight.settle(attempt)
     host.report(attempt, outcome, applied)

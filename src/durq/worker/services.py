@@ -13,10 +13,10 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from durq.checks import INT32_MAX, MAX_WAIT
+from durq.codecs import nul_problem
 from durq.failpoints import hit
 from durq.hooks import fail_tasks, mark_outcome
 from durq.model import AttemptError, Outcome
@@ -28,6 +28,7 @@ from durq.worker.state import Attempt
 from durq.worker.stopping import stop
 
 if TYPE_CHECKING:
+    from durq.store.base import Store
     from durq.worker.host import WorkerHost
 
 log = logging.getLogger("durq.worker")
@@ -76,7 +77,7 @@ class Claimer(Service):
         if outcome.kind == PAUSE_KIND:  # recorded on its own, on the caller's thread
             settle_pause(self.worker, attempt, outcome)
             return
-        self.outcomes.put((attempt, storable(attempt, outcome, self.worker.app.store.now)))
+        self.outcomes.put((attempt, storable(attempt, outcome, self.worker.app.store)))
         if self._waiting:  # after the put: a claimer about to wait sees the outcome
             self._wake.set()
 
@@ -339,15 +340,16 @@ def with_batch(attempt: Attempt, outcome: Outcome) -> Outcome:
     return dataclasses.replace(outcome, batch_id=batch_id)
 
 
-def storable(attempt: Attempt, outcome: Outcome, clock: Callable[[], float]) -> Outcome:
-    """The outcome, or a failure of its one job when a value in it cannot be stored (a
-    ``max_snoozes`` past :data:`durq.checks.INT32_MAX`, a delay past
-    :data:`durq.checks.MAX_WAIT`, NaN or negative, a stored result that is not UTF-8 text):
-    committed with other jobs' outcomes in one transaction, it would make the database
-    refuse them all (and the claimer stop, the other jobs run again). The task options are
-    checked at definition; this is the guard for what gets past them (a task's attribute
-    changed after it, a codec whose ``encode`` returns a lone surrogate: SQLite's batch of
-    successes would store it as bytes no read can decode)."""
+def storable(attempt: Attempt, outcome: Outcome, store: Store) -> Outcome:
+    """The outcome, or a failure of its one job when a value in it cannot be stored in
+    ``store`` (a ``max_snoozes`` past :data:`durq.checks.INT32_MAX`, a delay past
+    :data:`durq.checks.MAX_WAIT`, NaN or negative, a stored result that is not UTF-8 text,
+    or on PostgreSQL one holding a NUL character): committed with other jobs' outcomes in
+    one transaction, it would make the database refuse them all (and the claimer stop, the
+    other jobs run again). The task options are checked at definition; this is the guard
+    for what gets past them (a task's attribute changed after it, a codec whose ``encode``
+    returns a lone surrogate or a NUL: SQLite's batch of successes would store a surrogate
+    as bytes no read can decode, PostgreSQL refuses the NUL)."""
     snoozes, delay, result = outcome.max_snoozes, outcome.delay, outcome.result
     problem = None
     if isinstance(snoozes, bool) or not isinstance(snoozes, int) or not 0 <= snoozes <= INT32_MAX:
@@ -358,11 +360,13 @@ def storable(attempt: Attempt, outcome: Outcome, clock: Callable[[], float]) -> 
         problem = f"a delay of {delay!r} s is not from 0 to {MAX_WAIT:g} s"
     elif result is not None and not result.isascii():  # (isascii: a flag, no scan)
         problem = unencodable(result)
+    if problem is None:  # NUL is ASCII: one scan of the result, on PostgreSQL only
+        problem = nul_problem("its stored result", result, store.holds_nul)
     if problem is None:
         return outcome
     message = f"the attempt's outcome ({outcome.kind}) cannot be stored: {problem}"
     job = attempt.job
-    error = AttemptError(job.attempt, clock(), "UnstorableOutcome", message, "", "permanent")
+    error = AttemptError(job.attempt, store.now(), "UnstorableOutcome", message, "", "permanent")
     return dataclasses.replace(
         outcome, kind="failed", result=None, error=error, delay=0.0, max_snoozes=0
     )

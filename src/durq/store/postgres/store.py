@@ -95,6 +95,7 @@ class PostgresStore(
 
     codec: Codec | None = None
     supports_notify = True
+    holds_nul = False  # text holds no NUL character
 
     def __init__(
         self, url: str, *, clock: Callable[[], float] = time.time, auto_migrate: bool = True

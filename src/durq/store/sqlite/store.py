@@ -93,6 +93,7 @@ class SqliteStore(
 
     codec: Codec | None = None
     supports_notify = False
+    holds_nul = True  # TEXT keeps a NUL character
 
     def __init__(
         self,
