@@ -151,7 +151,8 @@ class JobContext:
                 ``fn`` ran (``fn`` is not called) or before its result could be written
                 (``fn`` ran, nothing was recorded). :attr:`lease_lost` becomes True.
             StepResultError: ``fn``'s result is not JSON-serialisable or is over 1 MiB as
-                JSON; ``fn`` ran, nothing was recorded. It is a ``PayloadError`` and a
+                JSON, or on PostgreSQL the app's codec stored it with a NUL character;
+                ``fn`` ran, nothing was recorded. It is a ``PayloadError`` and a
                 ``durq.Permanent``: left uncaught, the job fails without a retry.
             ConfigError: a bad name, or ``fn`` is not callable.
             DurqError: this context was not made by a worker (no store to write to).

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from durq.codecs import decode_with, encode_with
+from durq.codecs import decode_with, encode_with, nul_problem
 from durq.errors import ConfigError, DurqError, LeaseLost, PayloadError, StepResultError
 from durq.payload import DEFAULT_PAYLOAD_LIMIT, check_structure, decode, encode
 
@@ -89,7 +89,14 @@ def run_step(
             f"job {ctx.job_id}: {exc}; the step's function ran but its result was not "
             "recorded (a later attempt would run it again)"
         ) from exc
-    if store.save_step(ctx.job_id, ctx.lease_token, name, encode_with(codec, body)):
+    stored = encode_with(codec, body)
+    problem = nul_problem(f"step {name!r} result", stored, getattr(store, "holds_nul", True))
+    if problem is not None:  # PostgreSQL would refuse the statement: say why, here
+        raise StepResultError(
+            f"job {ctx.job_id}: {problem}; the step's function ran but its result was not "
+            "recorded (a later attempt would run it again)"
+        )
+    if store.save_step(ctx.job_id, ctx.lease_token, name, stored):
         return decode(body)  # the JSON round trip: the same value a later attempt gets
     stored, held = store.step_state(ctx.job_id, ctx.lease_token, name)
     if held and stored is not None:

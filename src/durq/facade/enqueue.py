@@ -23,6 +23,7 @@ from durq.checks import (
     _is_number,
     _point_in_time,
 )
+from durq.codecs import nul_problem
 from durq.dependencies import with_workflow, workflow_fields
 from durq.errors import (
     ConfigError,
@@ -113,7 +114,8 @@ class EnqueueFacade(FacadeBase):
             ParentNotFound: (a JobNotFound and ConfigError) a parent does not exist; nothing
                 was written.
             PayloadError: the payload (or meta) is not JSON-serialisable, has a non-str dict
-                key at any depth, or nests deeper than 500 levels; a ``TypeError``.
+                key at any depth, or nests deeper than 500 levels; a ``TypeError``; on
+                PostgreSQL, the app's codec stored it with a NUL character.
             PayloadTooLarge: the payload is over ``payload_limit`` bytes.
             ConfigError: a bad option (negative delay, naive datetime, both delay and run_at).
             StoreBusy: the database stayed locked past the lock timeout.
@@ -317,6 +319,9 @@ class EnqueueFacade(FacadeBase):
         body = encode_payload(payload, self.payload_limit)
         if self.codec is not None:  # at rest: e.g. durq.codecs.Encrypted
             body = self.codec.encode(body)
+            problem = nul_problem("the payload", body, self.store.holds_nul)
+            if problem is not None:  # refused here, before any row of the enqueue
+                raise PayloadError(f"{problem}; nothing was enqueued")
         if task is not None:  # the producer knows the function: refuse what cannot fit it now
             problem = task.payload_problem(payload if passed is None else {**payload, passed: 0})
             if problem is not None:
