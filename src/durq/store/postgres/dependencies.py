@@ -23,8 +23,8 @@ from typing import Any
 
 import psycopg
 
-from durq.codecs import Codec, decode_with, encode_with
-from durq.errors import ConfigError, ParentNotFound
+from durq.codecs import Codec, decode_with, encode_with, nul_problem
+from durq.errors import ConfigError, ParentNotFound, PayloadError
 from durq.model import Edge, Inserted, NewJob, ParentResult
 from durq.model.batches import TERMINAL, TERMINAL_SQL
 from durq.model.dependencies import CANCEL, PARENT_FAILED_KIND
@@ -95,11 +95,13 @@ WITH up AS (
 SELECT pg_notify(%(channel)s, q) FROM (SELECT DISTINCT queue AS q FROM up) AS u
 """
 
-CANCEL_CHILD = """
+# A child that will not run: cancelled by its parent (type ParentFailed), or failed when
+# its payload with the parents' results cannot be stored (type UnstorablePayload).
+END_CHILD = """
 UPDATE {s}.jobs
-SET state = 'cancelled', finished_at = {s}.epoch(%(at)s), lease_token = NULL,
+SET state = %(state)s::text, finished_at = {s}.epoch(%(at)s), lease_token = NULL,
     lease_expires_at = NULL, errors = {s}.append_error(errors, json_build_object(
-        'attempt', 0, 'at', {s}.epoch(%(at)s), 'type', 'ParentFailed',
+        'attempt', 0, 'at', {s}.epoch(%(at)s), 'type', %(type)s::text,
         'message', %(message)s::text, 'traceback', '', 'kind', %(kind)s::text)::text)
 WHERE id = %(id)s AND state IN ('waiting', 'queued')
 """
@@ -136,6 +138,12 @@ SELECT c.id FROM {s}.jobs c WHERE c.state = 'waiting'
     + TERMINAL_SQL
     + ")"
 )
+
+
+#: The (type, kind) of the error entry of a child cancelled by its parent, and of one failed
+#: because its payload with the parents' results could not be stored.
+PARENT_FAILED = "ParentFailed"
+UNSTORABLE = ("UnstorablePayload", "unstorable_payload")
 
 
 def reason(parent_id: int, task: str, state: str) -> str:
@@ -230,7 +238,9 @@ class Dependencies:
         if waiting:
             conn.execute(self.sql["SET_WAITING"], {"ids": sorted(waiting)})
         blocked = waiting | set(cancelled)
-        self._pass_results(conn, [c for c in children if c not in blocked])
+        unstorable = self._pass_results(conn, [c for c in children if c not in blocked])
+        if unstorable:  # refused like any payload that cannot be stored: nothing written
+            raise PayloadError(f"{unstorable[0][1]}; nothing was enqueued")
         if cancelled:
             self.batches.close_for_jobs(conn, cancelled, at)
             self.settle(conn, cancelled, at)
@@ -240,7 +250,8 @@ class Dependencies:
     ) -> None:
         """After ``job_ids`` became terminal (in this transaction): queue each waiting child
         whose last unfinished parent that was, cancel each whose ``cancel`` parent ended
-        other than succeeded, and follow the cancellations down."""
+        other than succeeded, fail each whose payload with its parents' results would hold
+        a NUL character, and follow these endings down."""
         frontier = [int(i) for i in job_ids]
         while frontier:
             rows = conn.execute(self.sql["FRONTIER"], {"ids": frontier}).fetchall()
@@ -252,37 +263,62 @@ class Dependencies:
                     blocker[child] = (int(parent), task, state)
             candidates = sorted({int(r[0]) for r in rows})
             locked = conn.execute(self.sql["LOCK_CHILDREN"], {"ids": candidates}).fetchall()
-            cancelled: list[int] = []
+            ended: list[int] = []  # cancelled here, or failed (unstorable payload)
             ready: list[int] = []
             for (child,) in locked:
                 if child in blocker:
                     self._cancel(conn, child, blocker[child], at)
-                    cancelled.append(child)
+                    ended.append(child)
                 else:
                     row = conn.execute(self.sql["BLOCKING_PARENT"], {"id": child}).fetchone()
                     if row is None:
                         ready.append(child)
                     elif row[2] in TERMINAL:  # a 'cancel' parent that did not succeed
                         self._cancel(conn, child, (int(row[0]), row[1], row[2]), at)
-                        cancelled.append(child)
+                        ended.append(child)
             if ready:
-                self._pass_results(conn, ready)
+                # a payload PostgreSQL cannot store fails its child here, so the parent's
+                # finish (and the other outcomes of its transaction) still commit
+                for child, message in self._pass_results(conn, ready):
+                    ready.remove(child)
+                    self._end(conn, child, "failed", UNSTORABLE, message, at)
+                    ended.append(child)
+            if ready:
                 conn.execute(
                     self.sql["PROMOTE"], {"ids": ready, "at": at, "channel": self.channel}
                 ).fetchall()
-            if cancelled:
-                self.batches.close_for_jobs(conn, cancelled, at)
-            frontier = cancelled
+            if ended:
+                self.batches.close_for_jobs(conn, ended, at)
+            frontier = ended
 
     def _cancel(
         self, conn: psycopg.Connection[Any], child: int, why: tuple[int, str, str], at: float | None
     ) -> None:
-        params = {"id": child, "at": at, "message": reason(*why), "kind": PARENT_FAILED_KIND}
-        conn.execute(self.sql["CANCEL_CHILD"], params)
+        self._end(conn, child, "cancelled", (PARENT_FAILED, PARENT_FAILED_KIND), reason(*why), at)
 
-    def _pass_results(self, conn: psycopg.Connection[Any], ready: list[int]) -> None:
+    def _end(
+        self,
+        conn: psycopg.Connection[Any],
+        child: int,
+        state: str,
+        entry: tuple[str, str],
+        message: str,
+        at: float | None,
+    ) -> None:
+        """End a waiting child without running it: ``state`` with an error entry of
+        (type, kind) ``entry``."""
+        params = {"id": child, "at": at, "state": state, "type": entry[0], "kind": entry[1]}
+        conn.execute(self.sql["END_CHILD"], {**params, "message": message})
+
+    def _pass_results(
+        self, conn: psycopg.Connection[Any], ready: list[int]
+    ) -> list[tuple[int, str]]:
+        """Write the parents' results into the payloads of ``ready`` children (their
+        ``pass_as`` arguments). Returns (child, why) of those left unwritten because the
+        codec's text holds a NUL character (PostgreSQL's text holds none)."""
+        unstorable: list[tuple[int, str]] = []
         if not ready:
-            return
+            return unstorable
         rows = conn.execute(self.sql["PASSED_RESULTS"], {"ids": ready}).fetchall()
         by_child: dict[int, dict[str, Any]] = {}
         for child, name, as_list, result in rows:
@@ -298,7 +334,12 @@ class Dependencies:
             body = json.loads(decode_with(self.codec(), row[0]))
             body.update(args)
             stored = encode_with(self.codec(), json.dumps(body))
+            problem = nul_problem("its payload with its parents' results", stored, False)
+            if problem is not None:
+                unstorable.append((child, f"job {child}: {problem}; not run"))
+                continue
             conn.execute(self.sql["SET_PAYLOAD"], {"id": child, "payload": stored})
+        return unstorable
 
     def edges(self, conn: psycopg.Connection[Any], job_ids: Sequence[int]) -> list[Edge]:
         rows = conn.execute(self.sql["EDGES_OF"], {"ids": list(job_ids)}).fetchall()
