@@ -9,7 +9,11 @@ import pytest
 
 import durq
 from durq.errors import ConfigError
-from durq.model import Outcome
+from durq.model import AttemptError, Outcome
+from tests.conftest import Clock
+from tests.support.db import query
+
+ERR = AttemptError(1, 0.0, "ValueError", "boom", "", "permanent")
 
 
 def test_one_tenants_backlog_cannot_starve_another(app: durq.Durq) -> None:
@@ -115,3 +119,133 @@ def test_a_key_without_a_turn_row_is_still_served(app: durq.Durq, backend_url: s
         order.append(c.id)
         app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="null")])
     assert {j.id for j in b_jobs} <= set(order)
+
+
+# -- retention of the turns: a row per queue and fair key ever seen would grow for ever ----
+
+
+def turn_rows(url: str) -> set[tuple[str, str]]:
+    """Every (queue, fair key) that has a ``fair_turns`` row."""
+    return {(str(q), str(k)) for q, k in query(url, "SELECT queue, fair_key FROM fair_turns")}
+
+
+def test_the_retention_sweep_forgets_only_the_turns_of_keys_without_live_jobs(
+    app: durq.Durq, backend_url: str, clock: Clock
+) -> None:
+    """Keys with a queued, scheduled, parked, waiting or running job keep their rows (per
+    queue: a key live in one queue and finished in another keeps only the live row); keys
+    whose jobs all succeeded, failed or were cancelled, or were pruned by the same sweep,
+    lose them. ``dq.prune`` and the worker's pruner both sweep, in bounded chunks."""
+
+    @app.task(fair_key=lambda p: p["tenant"])
+    def sync(tenant: str) -> None:
+        return None
+
+    @app.task
+    def parent() -> None:
+        return None
+
+    def ended(tenant: str, how: str) -> None:  # one job of the key, run to its end in "b"
+        job = sync.options(queue="b").enqueue(tenant=tenant)
+        if how == "cancelled":
+            assert app.cancel(job.id)
+            return
+        (c,) = app.store.claim("b", ["sync"], 1, 30.0, "w")
+        assert c.id == job.id
+        if how == "succeeded":
+            app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="null")])
+        elif how == "failed":
+            app.store.finish([Outcome(c.id, c.lease_token, "failed", error=ERR)])
+
+    ended("pruned", "succeeded")
+    clock.advance(100)  # only "pruned"'s job is older than the prune below keeps
+    sync.enqueue(tenant="queued")
+    sync.options(delay=3600).enqueue(tenant="scheduled")
+    sync.options(park=True).enqueue(tenant="parked")
+    sync.options(after=[parent.enqueue()]).enqueue(tenant="waiting")
+    sync.enqueue(tenant="mixed")
+    sync.enqueue(tenant="shared")
+    ended("running", "running")
+    for how in ("succeeded", "failed", "cancelled"):
+        ended(how, how)
+    ended("mixed", "succeeded")  # "mixed" also has a queued job in "default"
+    ended("shared", "succeeded")  # "shared": live in "default", finished in "b"
+    live = {
+        ("default", "queued"), ("default", "scheduled"), ("default", "parked"),
+        ("default", "waiting"), ("default", "mixed"), ("default", "shared"), ("b", "running"),
+    }  # fmt: skip
+    dead = {("b", k) for k in ("pruned", "succeeded", "failed", "cancelled", "mixed", "shared")}
+    assert turn_rows(backend_url) == live | dead
+
+    assert app.prune(older_than=50, chunk=3) == 1  # the "pruned" job; 13 rows, 3 a chunk
+    assert turn_rows(backend_url) == live
+    assert app.prune(older_than=50) == 0
+    assert turn_rows(backend_url) == live
+    assert app.get(app.jobs(queue="default", state="queued")[0].id).state == "queued"
+
+
+def test_the_sweep_goes_in_bounded_windows_of_the_turn_rows(
+    app: durq.Durq, backend_url: str
+) -> None:
+    """``Store.prune_fair_turns`` looks at ``limit`` rows at a time in key order and says
+    where to go on; the worker's pruner runs the sweep after its job deletes."""
+
+    @app.task(fair_key=lambda p: p["tenant"])
+    def sync(tenant: str) -> None:
+        return None
+
+    jobs = sync.enqueue_many([{"tenant": f"t{i}"} for i in range(7)])
+    for job in jobs[:5]:
+        assert app.cancel(job.id)
+    calls, after, deleted = 0, None, 0
+    while True:
+        n, after = app.store.prune_fair_turns(None, after, 2)
+        calls, deleted = calls + 1, deleted + n
+        if after is None:
+            break
+        assert after[1] == f"t{2 * calls - 1}"  # the last row this window looked at
+    assert (calls, deleted) == (4, 5)
+    assert turn_rows(backend_url) == {("default", "t5"), ("default", "t6")}
+    assert app.cancel(jobs[5].id)
+    w = app.worker(retention={"cancelled": None})  # keeps every job; still sweeps the turns
+    assert w.pruner is not None and w.pruner.prune_once() is not None
+    assert turn_rows(backend_url) == {("default", "t6")}
+
+
+def test_a_pruned_key_gets_its_turn_again_as_a_new_key_does(
+    app: durq.Durq, backend_url: str
+) -> None:
+    """Tenant B's turn row is pruned while A has a backlog; B's next jobs (an enqueue, and
+    a replay of a finished one) make the row again at turn 0, so B is served next, as a new
+    key would be, and alternates with A after that."""
+
+    @app.task(fair_key=lambda p: p["tenant"])
+    def sync(tenant: str, n: int = 0) -> None:
+        return None
+
+    def claim_one() -> str:
+        (c,) = app.store.claim("default", ["sync"], 1, 30.0, "w")
+        app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="null")])
+        return str(app.get(c.id).payload["tenant"])
+
+    first_b = sync.enqueue(tenant="B")
+    assert claim_one() == "B"
+    sync.enqueue_many([{"tenant": "A", "n": i} for i in range(50)])
+    assert [claim_one() for _ in range(5)] == ["A"] * 5  # A's turn is stamped on
+    app.prune(older_than=10**9)  # no job is that old: only B's turn goes
+    assert turn_rows(backend_url) == {("default", "A")}
+
+    sync.enqueue_many([{"tenant": "B", "n": i} for i in range(3)])
+    assert ("default", "B") in turn_rows(backend_url)
+    assert [claim_one() for _ in range(6)] == ["B", "A"] * 3
+
+    app.prune(older_than=10**9)
+    assert ("default", "B") not in turn_rows(backend_url)
+    assert app.retry(first_b.id)  # a replay brings the key back without an enqueue
+    assert ("default", "B") in turn_rows(backend_url)
+    assert claim_one() == "B"
+    app.prune(older_than=10**9)
+    assert ("default", "B") not in turn_rows(backend_url)
+    assert app.retry_where("succeeded", chunk=5) == 12  # B's 4 and A's 8, five a chunk
+    assert ("default", "B") in turn_rows(backend_url)
+    assert claim_one() == "B"

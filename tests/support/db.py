@@ -28,3 +28,20 @@ def execute(url: str, statement: str, params: tuple[object, ...] = ()) -> None:
         conn.commit()
     finally:
         conn.close()
+
+
+def query(url: str, statement: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    """The rows of one read against durq's tables, outside durq (as :func:`execute`)."""
+    if url.startswith("postgresql://"):
+        import psycopg
+
+        schema = dict(parse_qsl(urlsplit(url).query)).get("schema", "durq")
+        base = url.split("?", 1)[0]
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f'SET search_path TO "{schema}"')
+            return list(conn.execute(statement.replace("?", "%s"), params).fetchall())  # type: ignore[arg-type]
+    conn = sqlite3.connect(parse_sqlite_url(url).path)
+    try:
+        return list(conn.execute(statement, params).fetchall())
+    finally:
+        conn.close()
