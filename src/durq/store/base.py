@@ -330,6 +330,17 @@ class Store(Protocol):
         Never deletes a job that is not succeeded, failed, cancelled or expired."""
         ...
 
+    def prune_fair_turns(
+        self, queue: str | None, after: tuple[str, str] | None, limit: int
+    ) -> tuple[int, tuple[str, str] | None]:
+        """Look at up to ``limit`` ``fair_turns`` rows (of ``queue`` when given) after the
+        (queue, fair key) ``after`` (None: from the first) in key order, and delete, in one
+        transaction, those whose key has no live job (queued, scheduled, waiting, parked or
+        running). Returns (rows deleted, the last row looked at, to pass as ``after`` next;
+        None when no row is left after this window). An enqueue or replay of a key in
+        flight keeps its row: the key's next jobs are served as a new key's (turn 0)."""
+        ...
+
     def running_jobs(self, limit: int) -> list[JobRecord]:
         """Up to ``limit`` running jobs, newest first (status shows their progress)."""
 

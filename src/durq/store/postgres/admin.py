@@ -50,11 +50,13 @@ class AdminMixin(PostgresBase):
                     cur = conn.execute(self._sql["RETRY"], {"at": self._at(), "id": job_id})
             except psycopg.errors.UniqueViolation as exc:  # jobs_unique_active
                 raise unique_key_held(job_id) from exc
-            done = cur.rowcount == 1
-            if done:
+            row = cur.fetchone()
+            if row is not None:
                 self._batches.reopen_for_jobs(conn, [job_id])
                 self._notify_replayed(conn)
-            return done
+                if row[1] is not None:  # its fair key gets its turn row again (fairness.py)
+                    self._hold_turns(conn, [(row[0], row[1])])
+            return row is not None
 
     def retry_matching(
         self,
@@ -78,20 +80,23 @@ class AdminMixin(PostgresBase):
             try:
                 with conn.transaction():  # a savepoint
                     cur = conn.execute(self._sql["RETRY_IDS"], {"at": at, "ids": found})
-                    ids = sorted(int(r[0]) for r in cur.fetchall())
+                    rows = cur.fetchall()
             except psycopg.errors.UniqueViolation:  # two of the chunk share a unique key
-                ids = []
+                rows = []
                 for job_id in found:  # one by one: the first of them wins, the rest wait
                     try:
                         with conn.transaction():
                             cur = conn.execute(self._sql["RETRY"], {"at": at, "id": job_id})
-                        if cur.rowcount == 1:
-                            ids.append(job_id)
+                            rows.extend((job_id, *r) for r in cur.fetchall())
                     except psycopg.errors.UniqueViolation:
                         continue
+            ids = sorted(int(r[0]) for r in rows)
             if ids:
                 self._batches.reopen_for_jobs(conn, ids)
                 self._notify_replayed(conn)
+                turns = [(r[1], r[2]) for r in rows if r[2] is not None]
+                if turns:  # their fair keys get their turn rows again (fairness.py)
+                    self._hold_turns(conn, turns)
         return ids, found[-1]
 
     def _notify_replayed(self, conn: psycopg.Connection[Any]) -> None:

@@ -63,6 +63,10 @@ class PostgresBase:
             self, queue: str, tasks: Sequence[str], limit: int, lease: float, worker_id: str
         ) -> list[Claimed]: ...
 
+        def _hold_turns(
+            self, conn: psycopg.Connection[Any], turns: Sequence[tuple[str, str]]
+        ) -> None: ...
+
         # workflows.py
         def _unique_holder(
             self, conn: psycopg.Connection[Any], job: NewJob, at: float | None

@@ -299,7 +299,14 @@ SET state = 'queued', attempts = 0, shutdown_requeues = 0, snoozes = 0,
 
 _REPLAYABLE = "('succeeded', 'failed', 'cancelled', 'expired')"
 
-RETRY = "UPDATE {s}.jobs" + _REPLAY_SET + "WHERE id = %(id)s AND state IN " + _REPLAYABLE
+# RETURNING the fair key: a replayed job's key gets its turn row again (admin.py)
+RETRY = (
+    "UPDATE {s}.jobs"
+    + _REPLAY_SET
+    + "WHERE id = %(id)s AND state IN "
+    + _REPLAYABLE
+    + "\nRETURNING queue, fair_key"
+)
 
 REPLAY_CANDIDATES = (
     """SELECT id FROM {s}.jobs
@@ -324,7 +331,7 @@ RETRY_IDS = (
       SELECT 1 FROM {s}.jobs AS h
       WHERE h.queue = c.queue AND h.unique_key = c.unique_key AND h.unique_until IS NULL
         AND h.state IN ('queued', 'running', 'waiting', 'parked') AND h.id != c.id))
-RETURNING id
+RETURNING id, queue, fair_key
 """
 )
 

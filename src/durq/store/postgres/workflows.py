@@ -23,14 +23,6 @@ FROM unnest(%(ids)s::bigint[], %(keys)s::text[], %(periods)s::float8[], %(fairs)
 WHERE j.id = x.id
 """
 
-# The fair keys' turn rows, made by the enqueue (turn 0: a new key is served first), so that
-# a fair claim finds the keys in turn order (store/postgres/fairness.py).
-ADD_TURNS = """
-INSERT INTO {s}.fair_turns (queue, fair_key, turn)
-SELECT * FROM unnest(%(queues)s::text[], %(keys)s::text[], %(zeros)s::bigint[])
-ON CONFLICT DO NOTHING
-"""
-
 INSERT_TAGS = """
 INSERT INTO {s}.job_tags (tag, job_id)
 SELECT * FROM unnest(%(tags)s::text[], %(ids)s::bigint[]) ON CONFLICT DO NOTHING
@@ -116,16 +108,11 @@ class WorkflowsMixin(PostgresBase):
                     "fairs": [j.fair_key for _, j in marked],
                 },
             )
-            turns = sorted({(j.queue, j.fair_key) for _, j in marked if j.fair_key is not None})
+            # the fair keys' turn rows, made or held till commit, so that a fair claim finds
+            # the keys in turn order and a sweep cannot drop them (store/postgres/fairness.py)
+            turns = [(j.queue, j.fair_key) for _, j in marked if j.fair_key is not None]
             if turns:
-                conn.execute(
-                    self._wsql(ADD_TURNS),
-                    {
-                        "queues": [q for q, _ in turns],
-                        "keys": [k for _, k in turns],
-                        "zeros": [0] * len(turns),
-                    },
-                )
+                self._hold_turns(conn, turns)
         tags = [
             (tag, ins.id)
             for job, ins in zip(jobs, out, strict=True)

@@ -13,6 +13,7 @@ from durq.store.sqlite import dependencies as deps
 from durq.store.sqlite import limits as lq
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.base import SqliteBase
+from durq.store.sqlite.fairness import ADD_TURNS_OF
 
 
 class AdminMixin(SqliteBase):
@@ -56,6 +57,7 @@ class AdminMixin(SqliteBase):
                 raise unique_key_held(job_id) from exc
             if cur.rowcount == 1:
                 sb.reopen_for_jobs(conn, [job_id])
+                conn.execute(ADD_TURNS_OF, {"ids": json.dumps([job_id])})  # a fair key's turn
         return cur.rowcount == 1
 
     def retry_matching(
@@ -90,6 +92,7 @@ class AdminMixin(SqliteBase):
                         continue
             if ids:
                 sb.reopen_for_jobs(conn, ids)
+                conn.execute(ADD_TURNS_OF, {"ids": json.dumps(ids)})
         return ids, found[-1]
 
     def purge(self, queue: str, states: Sequence[str]) -> int:

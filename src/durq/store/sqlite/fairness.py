@@ -22,6 +22,7 @@ import json
 import sqlite3
 from typing import Any
 
+from durq.failpoints import hit
 from durq.model import Claimed
 from durq.store.sqlite.base import SqliteBase
 
@@ -95,8 +96,43 @@ ON CONFLICT (queue, fair_key) DO UPDATE SET turn = excluded.turn
 """
 
 
+# Retention of the turns (docs/features/fairness.md): a key whose every job has ended keeps
+# nothing worth a row; a later job of it starts again at turn 0, as a new key does. A row
+# is dead when no job of its key is live: queued (and scheduled) ones are probed in
+# jobs_fair_ready, the few running, waiting and parked ones read once per statement.
+NO_LIVE_JOB = """NOT EXISTS (SELECT 1 FROM jobs AS j
+                   WHERE j.state = 'queued' AND j.fair_key IS NOT NULL
+                     AND j.queue = t.queue AND j.fair_key = t.fair_key)
+       AND (t.queue, t.fair_key) NOT IN (
+           SELECT queue, fair_key FROM jobs WHERE state = 'running' AND fair_key IS NOT NULL
+           UNION ALL
+           SELECT queue, fair_key FROM jobs WHERE state = 'waiting' AND fair_key IS NOT NULL
+           UNION ALL
+           SELECT queue, fair_key FROM jobs WHERE state = 'parked' AND fair_key IS NOT NULL)"""
+
+# One window of the sweep: up to :limit rows after (:after_queue, :after_key) in key order,
+# each with whether it is dead.
+TURNS_WINDOW = f"""
+SELECT t.queue, t.fair_key, {NO_LIVE_JOB}
+FROM fair_turns AS t
+WHERE (t.queue, t.fair_key) > (:after_queue, :after_key)
+  AND (:queue IS NULL OR t.queue = :queue)
+ORDER BY t.queue, t.fair_key LIMIT :limit
+"""
+
+DELETE_TURN = "DELETE FROM fair_turns WHERE queue = ? AND fair_key = ?"
+
+# A replayed job's key gets its row again (a retry of a finished job is the one way a key
+# comes back to life without an enqueue): turn 0, as at its enqueue.
+ADD_TURNS_OF = """
+INSERT OR IGNORE INTO fair_turns (queue, fair_key, turn)
+SELECT DISTINCT queue, fair_key, 0 FROM jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND fair_key IS NOT NULL
+"""
+
+
 class FairnessMixin(SqliteBase):
-    """The fair pass of the claim."""
+    """The fair pass of the claim, and the retention of its turns."""
 
     _fair_claims = 0  # fair claims this store made (every FULL_SCAN_EVERY-th: the full scan)
 
@@ -162,3 +198,23 @@ class FairnessMixin(SqliteBase):
         heads = [r for r in conn.execute(FAIR_HEADS, {**params, "max_keys": MAX_KEYS}) if r[1]]
         heads.sort(key=lambda r: (r[2], r[1]))
         return heads, behind
+
+    def prune_fair_turns(
+        self, queue: str | None, after: tuple[str, str] | None, limit: int
+    ) -> tuple[int, tuple[str, str] | None]:
+        """Look at up to ``limit`` turn rows after ``after`` and delete those whose key has
+        no live job, in one write transaction (an enqueue of the key takes the same write
+        lock, so it commits wholly before or after: before, its job keeps the row; after,
+        its ``INSERT OR IGNORE`` makes the row again)."""
+        conn = self._conn()
+        first, second = after if after is not None else ("", "")
+        params = {"queue": queue, "after_queue": first, "after_key": second, "limit": limit}
+        with self._write():
+            rows = conn.execute(TURNS_WINDOW, params).fetchall()
+            hit("prune_turns_read")
+            dead = [(r[0], r[1]) for r in rows if r[2]]
+            if dead:
+                hit("prune_turns_locked")
+                conn.executemany(DELETE_TURN, dead)
+        last = (rows[-1][0], rows[-1][1]) if len(rows) == limit else None
+        return len(dead), last
