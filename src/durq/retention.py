@@ -4,7 +4,8 @@ are pruned by a retention policy, never silently").
 A policy maps each terminal state to an age in seconds (or None: keep for ever). Only
 ``succeeded``, ``failed``, ``cancelled`` and ``expired`` jobs are ever deleted, judged by
 their ``finished_at``; queued, scheduled, running (and any other non-terminal) jobs never
-are, which the store's one delete statement enforces on its own as well.
+are, which the store's one delete statement enforces on its own as well. The same sweep
+forgets the fair-claim turns of keys left without a live job (:func:`prune_fair_turns`).
 """
 
 from __future__ import annotations
@@ -154,3 +155,25 @@ def prune(
                 break
         counts[state] = total
     return counts
+
+
+def prune_fair_turns(store: Store, queue: str | None = None, chunk: int = DEFAULT_CHUNK) -> int:
+    """Forget the fair-claim turns (``fair_turns`` rows, one per queue and fair key ever
+    seen: docs/features/fairness.md) of keys that have no live job (queued, scheduled,
+    waiting, parked, running), of ``queue`` or of every queue, looking at ``chunk`` rows per
+    transaction, so that a service with a fair key per user or request does not keep every
+    key for ever. A key used again later starts again as a new key does. Returns the count.
+
+    Raises:
+        ConfigError: ``chunk`` < 1.
+        StoreError: the database could not be written; chunks already done stay done.
+    """
+    if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1:
+        raise ConfigError(f"chunk must be an int >= 1, not {chunk!r}")
+    total = 0
+    after: tuple[str, str] | None = None
+    while True:
+        n, after = store.prune_fair_turns(queue, after, chunk)
+        total += n
+        if after is None:
+            return total

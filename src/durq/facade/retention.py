@@ -43,7 +43,10 @@ class RetentionFacade(FacadeBase):
         chunk: int = 1000,
     ) -> int:
         """Delete finished jobs (succeeded, failed, cancelled, expired) whose
-        ``finished_at`` is older than a cutoff, with their steps. Returns how many.
+        ``finished_at`` is older than a cutoff, with their steps. Returns how many. Then
+        forget the fair-claim turns of fair keys (of ``queue``, or of every queue) that have
+        no live job left (``chunk`` rows looked at per transaction; a key used again later
+        starts as a new key: docs/features/fairness.md).
 
         Queued, scheduled and running jobs are never deleted, whatever the arguments: the
         store's delete statement itself only matches the four terminal states. Deletion
@@ -64,11 +67,12 @@ class RetentionFacade(FacadeBase):
             StoreBusy, StoreError: the database could not be written; chunks already
                 deleted stay deleted.
         """
-        from durq.retention import policy, prune
+        from durq.retention import policy, prune, prune_fair_turns
 
         if queue is not None:
             _check_name("queue", queue)
         counts = prune(self.store, policy(older_than, states), queue, chunk)
+        prune_fair_turns(self.store, queue, chunk)
         return sum(counts.values())
 
     def steps(self, job_id: int) -> list[StepRecord]:

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING
 
 from durq.errors import ConfigError
 from durq.observability import events
-from durq.retention import DEFAULT_CHUNK, prune, worker_policy
+from durq.retention import DEFAULT_CHUNK, prune, prune_fair_turns, worker_policy
 from durq.worker.service import Service, passing
 
 if TYPE_CHECKING:
     from durq.worker.host import WorkerHost
 
-#: Event logged after a pass that deleted anything: ``{"deleted": n, "states": {...}}``.
+#: Event logged after a pass that deleted anything: ``{"deleted": n, "states": {...},
+#: "fair_turns": n}`` (jobs per state; the turn rows of fair keys left without a live job).
 JOBS_PRUNED = "jobs_pruned"
 
 #: Seconds between passes by default, and before the first one (so that a worker's start
@@ -29,7 +30,8 @@ FIRST_PASS_AFTER = 5.0
 
 
 class Pruner(Service):
-    """Deletes finished jobs past their state's retention every ``interval`` seconds.
+    """Deletes finished jobs past their state's retention every ``interval`` seconds, and
+    then the fair-claim turns of keys left without a live job.
 
     Args:
         worker: the worker it belongs to.
@@ -96,8 +98,9 @@ class Pruner(Service):
         if not store.lead("pruner", stale_after=max(3 * self.interval, 1.0)):
             return None
         counts = prune(store, self.ages, None, self.chunk)
+        turns = prune_fair_turns(store, None, self.chunk)  # after the jobs: theirs go too
         self.last = counts
         deleted = sum(counts.values())
-        if deleted:
-            events.emit(JOBS_PRUNED, deleted=deleted, states=counts)
+        if deleted or turns:
+            events.emit(JOBS_PRUNED, deleted=deleted, states=counts, fair_turns=turns)
         return counts
