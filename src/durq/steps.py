@@ -56,6 +56,47 @@ def check_name(name: object) -> str:
     return name
 
 
+def _encoded(ctx: StepOwner, store: StepStore, name: str, value: Any) -> tuple[str, str]:
+    """A step's value as JSON (``body``) and as stored (``body`` through the app's codec):
+    the same checks for :func:`run_step` and :func:`run_step_async`.
+
+    Raises:
+        StepResultError: the value is not a JSON value that comes back the same, is larger
+            than the payload limit, or (PostgreSQL) its stored text holds a NUL.
+    """
+    ran = "the step's function ran but its result was not recorded (a later attempt would run it again)"
+    try:
+        check_structure(value, f"step {name!r} result")  # {1: "a"} would come back changed
+        body = encode(value, what=f"step {name!r} result", limit=DEFAULT_PAYLOAD_LIMIT)
+    except PayloadError as exc:
+        raise StepResultError(f"job {ctx.job_id}: {exc}; {ran}") from exc
+    stored = encode_with(getattr(store, "codec", None), body)
+    problem = nul_problem(f"step {name!r} result", stored, getattr(store, "holds_nul", True))
+    if problem is not None:  # PostgreSQL would refuse the statement: say why, here
+        raise StepResultError(f"job {ctx.job_id}: {problem}; {ran}")
+    return body, stored
+
+
+def _recorded(store: StepStore, stored: str) -> Any:
+    """A stored step record's value (decoded by the app's codec, then as JSON)."""
+    return decode(decode_with(getattr(store, "codec", None), stored))
+
+
+def _lost_before(ctx: StepOwner, name: str) -> LeaseLost:
+    ctx.mark_lease_lost()
+    return LeaseLost(
+        f"job {ctx.job_id} attempt {ctx.attempt}: lease lost before step {name!r}; it was not run"
+    )
+
+
+def _lost_while(ctx: StepOwner, name: str) -> LeaseLost:
+    ctx.mark_lease_lost()
+    return LeaseLost(
+        f"job {ctx.job_id} attempt {ctx.attempt}: lease lost while step {name!r} ran; "
+        "its function ran but its result was not recorded"
+    )
+
+
 def run_step(
     ctx: StepOwner,
     store: StepStore | None,
@@ -70,44 +111,18 @@ def run_step(
         raise DurqError("ctx.step() needs a context made by a durq worker (it has no store)")
     if not callable(fn):
         raise ConfigError(f"step {name!r}: fn must be callable, not {fn!r}")
-    codec = getattr(store, "codec", None)  # durq.codecs: steps are stored like results
     stored, held = store.step_state(ctx.job_id, ctx.lease_token, name)
     if stored is not None:
-        return decode(decode_with(codec, stored))
+        return _recorded(store, stored)
     if not held:
-        ctx.mark_lease_lost()
-        raise LeaseLost(
-            f"job {ctx.job_id} attempt {ctx.attempt}: lease lost before step {name!r}; "
-            "it was not run"
-        )
-    value = fn(*args, **kwargs)
-    try:
-        check_structure(value, f"step {name!r} result")  # {1: "a"} would come back changed
-        body = encode(value, what=f"step {name!r} result", limit=DEFAULT_PAYLOAD_LIMIT)
-    except PayloadError as exc:
-        raise StepResultError(
-            f"job {ctx.job_id}: {exc}; the step's function ran but its result was not "
-            "recorded (a later attempt would run it again)"
-        ) from exc
-    stored = encode_with(codec, body)
-    problem = nul_problem(f"step {name!r} result", stored, getattr(store, "holds_nul", True))
-    if problem is not None:  # PostgreSQL would refuse the statement: say why, here
-        raise StepResultError(
-            f"job {ctx.job_id}: {problem}; the step's function ran but its result was not "
-            "recorded (a later attempt would run it again)"
-        )
+        raise _lost_before(ctx, name)
+    body, stored = _encoded(ctx, store, name, fn(*args, **kwargs))
     if store.save_step(ctx.job_id, ctx.lease_token, name, stored):
         return decode(body)  # the JSON round trip: the same value a later attempt gets
     stored, held = store.step_state(ctx.job_id, ctx.lease_token, name)
-    if held and stored is not None:
-        return decode(
-            decode_with(codec, stored)
-        )  # the same name recorded first by another thread of this attempt
-    ctx.mark_lease_lost()
-    raise LeaseLost(
-        f"job {ctx.job_id} attempt {ctx.attempt}: lease lost while step {name!r} ran; "
-        "its function ran but its result was not recorded"
-    )
+    if held and stored is not None:  # the same name recorded first by another thread
+        return _recorded(store, stored)
+    raise _lost_while(ctx, name)
 
 
 async def run_step_async(
@@ -120,7 +135,8 @@ async def run_step_async(
 ) -> Any:
     """The body of :meth:`durq.JobContext.astep`: :func:`run_step` with every store call in
     a thread, and ``fn`` awaited when it is a coroutine function (a plain function runs in
-    a thread too), so the event loop is never blocked."""
+    a thread too), so the event loop is never blocked. Records go through the app's codec
+    and the same checks as :func:`run_step`'s."""
     import asyncio
     import inspect
 
@@ -131,33 +147,19 @@ async def run_step_async(
         raise ConfigError(f"step {name!r}: fn must be callable, not {fn!r}")
     stored, held = await asyncio.to_thread(store.step_state, ctx.job_id, ctx.lease_token, name)
     if stored is not None:
-        return decode(stored)
+        return _recorded(store, stored)
     if not held:
-        ctx.mark_lease_lost()
-        raise LeaseLost(
-            f"job {ctx.job_id} attempt {ctx.attempt}: lease lost before step {name!r}; "
-            "it was not run"
-        )
+        raise _lost_before(ctx, name)
     if inspect.iscoroutinefunction(fn):
         value = await fn(*args, **kwargs)
     else:
         value = await asyncio.to_thread(fn, *args, **kwargs)
         if inspect.isawaitable(value):
             value = await value
-    try:
-        body = encode(value, what=f"step {name!r} result", limit=DEFAULT_PAYLOAD_LIMIT)
-    except PayloadError as exc:
-        raise StepResultError(
-            f"job {ctx.job_id}: {exc}; the step's function ran but its result was not "
-            "recorded (a later attempt would run it again)"
-        ) from exc
-    if await asyncio.to_thread(store.save_step, ctx.job_id, ctx.lease_token, name, body):
+    body, stored = _encoded(ctx, store, name, value)
+    if await asyncio.to_thread(store.save_step, ctx.job_id, ctx.lease_token, name, stored):
         return decode(body)
     stored, held = await asyncio.to_thread(store.step_state, ctx.job_id, ctx.lease_token, name)
     if held and stored is not None:
-        return decode(stored)
-    ctx.mark_lease_lost()
-    raise LeaseLost(
-        f"job {ctx.job_id} attempt {ctx.attempt}: lease lost while step {name!r} ran; "
-        "its function ran but its result was not recorded"
-    )
+        return _recorded(store, stored)
+    raise _lost_while(ctx, name)

@@ -372,3 +372,51 @@ def test_nonces_are_never_reused_across_threads_or_a_fork() -> None:
     with os.fdopen(read, "rb") as fh:
         child = fh.read()
     assert len(child) == 12 and child != _nonce(codec.encode("{}"))
+
+
+def test_an_async_steps_record_is_encrypted_and_read_back(backend_url: str) -> None:
+    """``ctx.astep`` stores its record through the app's codec as ``ctx.step`` does: no
+    plaintext of it at rest, and a later attempt gets the recorded value."""
+    import asyncio
+
+    from durq.testing import drain
+
+    dq = durq.Durq(backend_url, codec=Encrypted([("k1", K1)]))
+    ran: list[str] = []
+
+    @dq.task(max_attempts=2)
+    async def awork(secret: str) -> str:
+        ctx = durq.context()
+
+        async def body() -> str:
+            ran.append(secret)
+            await asyncio.sleep(0)
+            return "step " + secret
+
+        value = await ctx.astep("echo", body)
+        if ctx.attempt == 1:
+            raise OSError("once")  # the retry must read the record, not run the step again
+        return "seen " + value
+
+    try:
+        job = awork.enqueue(secret="MARKER-async")
+        drain(dq)
+        assert dq.get(job.id).result == "seen step MARKER-async"
+        assert ran == ["MARKER-async"]
+        if backend_url.startswith("sqlite"):
+            path = backend_url.removeprefix("sqlite:///")
+            for suffix in ("", "-wal"):
+                if os.path.exists(path + suffix):
+                    assert b"MARKER" not in Path(path + suffix).read_bytes()
+        else:
+            import psycopg
+
+            schema = backend_url.rpartition("schema=")[2]
+            with psycopg.connect(backend_url.partition("?")[0]) as conn:
+                dump = conn.execute(
+                    f'SELECT count(*) FROM "{schema}".steps t WHERE t::text LIKE %s',
+                    ("%MARKER%",),
+                ).fetchone()
+                assert dump == (0,)
+    finally:
+        dq.close()
