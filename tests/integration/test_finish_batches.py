@@ -41,7 +41,7 @@ def test_a_batch_with_taken_over_leases_writes_only_the_fresh_successes(
 ) -> None:
     """Six bodies hold; three of their leases lapse and another worker (here the store
     calls a worker makes) reaps and claims those three. The six bodies then return at
-    once: the worker's batch writes the three fresh successes, refuses the three stale
+    once (before the cancel watch, stopped here, would stop the three taken over): the worker's batch writes the three fresh successes, refuses the three stale
     ones (counted ``stale``, the jobs left to their new holder), and the new holder's
     outcomes are written afterwards."""
     app = make_any()
@@ -58,6 +58,9 @@ def test_a_batch_with_taken_over_leases_writes_only_the_fresh_successes(
     other = make_any()
     with running(app, lease=30.0, concurrency=6) as w:
         wait_for(lambda: len(started) == 6, 20, 0.005, "six bodies")
+        # the cancel watch would stop the taken-over bodies (their leases moved on) before
+        # they return; stopped, it leaves them to return into the batch under test
+        w.cancels.stop()
         taken = [j.id for j in jobs[::2]]
         expire_leases(url, taken)
         assert other.store.reap().recovered == 3

@@ -146,7 +146,9 @@ def test_timeouts_stop_the_body_and_free_the_slot(
     url: str, pool_app: durq.Durq, tmp_path: Path
 ) -> None:
     """20 jobs of timeout=0.3 sleeping 5 s then writing a marker: no marker is ever
-    written, and each job's slot is free within 2 s of its timeout."""
+    written, and each job ends (its slot free) before its body's 5 s sleep would have
+    (about 0.3 s plus the child's stop on an idle machine; the bound leaves room for a
+    loaded one)."""
     from tests.apps import pool
 
     marks = tmp_path / "marks"
@@ -159,7 +161,7 @@ def test_timeouts_stop_the_body_and_free_the_slot(
             assert job.errors[-1].kind == "timeout"
             assert "timeout of 0.3 s" in job.errors[-1].message
             assert job.started_at is not None and job.finished_at is not None
-            assert job.finished_at - job.started_at < 0.3 + 2.0
+            assert job.finished_at - job.started_at < 4.5
         time.sleep(5.5)  # past the bodies' 5 s sleep
         assert not list(marks.glob("late-*"))
         assert w.proc.poll() is None
