@@ -61,3 +61,17 @@ def test_a_worker_whose_process_is_gone_from_this_host_is_not_live(app: durq.Dur
     join(app, "reused", 5.0, f"{boot_ns}/{int(started) + 1}")  # its pid, another start
     join(app, "other-boot", 5.0, f"other-boot/x/{started}")  # cannot tell: live
     assert live_ids(app) == (["here", "other-boot"], ["here", "other-boot"])
+
+
+def test_why_a_job_waits_counts_workers_live_by_the_same_rule(app: durq.Durq, clock: Clock) -> None:
+    """The job page's "why not running" (``Store.why_facts``) serves a queued job only from
+    a worker that ``durq status`` counts live: one silent past its ``rescue_after`` no
+    longer serves it, although its lease (30 s) has not run out."""
+    join(app, "beats", 5.0, None)
+    job = app.enqueue("t", {}, queue="q")
+    record = app.store.get(job.id)
+    assert record is not None
+    assert app.store.why_facts(record).served
+    clock.advance(6)
+    assert live_ids(app) == ([], [])
+    assert not app.store.why_facts(record).served

@@ -1,7 +1,7 @@
 """A cancelled or expired job keeps its concurrency slot until its body is gone (issue 11,
 item 4), on both backends, with real worker processes.
 
-The body of ``held`` (tests/apps/interrupts.py, ``concurrency=1``) is in ``time.sleep`` (2.5 s; 5 s for the expiry), a
+The body of ``held`` (tests/apps/interrupts.py, ``concurrency=1``) is in ``time.sleep`` (6 s; 5 s for the expiry), a
 blocking C call the interruption cannot cut short, when its job is cancelled (``durq
 cancel`` from another process) or expired by its deadline. The job's row ends at once, but
 the next job of the key must not start before the first body has returned: the bodies'
@@ -62,8 +62,8 @@ def test_a_stopped_body_keeps_its_concurrency_slot_until_it_returns(
         with workers({**spec, "log": tmp_path / "a.log"}, {**spec, "log": tmp_path / "b.log"}):
             warm = held.enqueue(seconds=0.0)  # the workers are up and claiming
             wait_for(lambda: warm.id in _intervals(intervals), 60, 0.05, "a first body")
-            if how == "cancel":
-                first = held.enqueue(seconds=2.5)
+            if how == "cancel":  # long enough for `durq cancel` to start on a loaded machine
+                first = held.enqueue(seconds=6.0)
             else:  # expired by the sweeper (every 1 s) while its body sleeps
                 first = held.options(deadline_in=2.5).enqueue(seconds=5.0)
             second = held.enqueue(seconds=0.0)

@@ -89,7 +89,8 @@ SELECT {s}.epoch(%(at)s), j.limit_key, j.limit_concurrency, j.limit_rate, j.limi
     (SELECT json_build_array(reason, source, paused_at)::text FROM {s}.queues
        WHERE name = j.queue AND paused),
     (SELECT coalesce(json_agg(json_build_array(w.id, w.queues, w.tasks)), '[]')::text
-       FROM {s}.workers w WHERE w.last_seen + w.lease >= {s}.epoch(%(at)s))
+       FROM {s}.workers w
+       WHERE w.last_seen + least(w.lease, coalesce(w.rescue_after, w.lease)) >= {s}.epoch(%(at)s))
 FROM {s}.jobs j WHERE j.id = %(id)s
 """
 

@@ -75,7 +75,12 @@ LIMIT_STARTS = "SELECT count(*), min(at) FROM limit_starts WHERE name = :key AND
 QUEUE_PAUSE = "SELECT reason, source, paused_at FROM queues WHERE name = :queue AND paused"
 RECENT_BATCHES = "SELECT id FROM batches WHERE id < :before ORDER BY id DESC LIMIT :limit"
 ENQUEUED_TOTAL = "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0)"
-LIVE_WORKERS = "SELECT id, queues, tasks FROM workers WHERE last_seen + lease >= :now"
+# Live as durq.observability.processes.live judges (without its check of the pid): beaten
+# within the lease, or within rescue_after when that is shorter.
+LIVE_WORKERS = """
+SELECT id, queues, tasks FROM workers
+WHERE last_seen + min(lease, coalesce(rescue_after, lease)) >= :now
+"""
 
 
 def page_sql(f: JobFilter) -> tuple[str, dict[str, Any]]:
