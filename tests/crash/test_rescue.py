@@ -114,15 +114,15 @@ def test_a_frozen_worker_resumed_after_10_s_cannot_finish_the_jobs_taken_from_it
             other.stop()
     names = [e.get("event") for e in frozen.events()]
     assert "worker_fenced" in names  # it noticed at its first beat that it was rescued
-    # each taken attempt is marked lease_lost at once (ctx.lease_lost), or, had its body
+    # each taken attempt's body was stopped as lease_lost (by its heartbeat, which also logs
+    # lease_lost, or first by its cancel watch, which sees the rescue), or, had its body
     # returned first, its outcome was refused (stale_outcome); none counted (above)
     lost = {e.get("id") for e in frozen.events() if e.get("event") == "lease_lost"}
     stale = {e.get("id") for e in frozen.events() if e.get("event") == "stale_outcome"}
-    assert lost and lost | stale == {j.id for j in jobs}, (lost, stale)
-    # and each body it lost was interrupted at that beat (reason lease_lost), not left to run
     interrupted = {
         e.get("id")
         for e in frozen.events()
         if e.get("event") == "job_interrupted" and e.get("reason") == "lease_lost"
     }
-    assert interrupted == lost, (interrupted, lost)
+    assert interrupted and interrupted | stale == {j.id for j in jobs}, (interrupted, stale)
+    assert lost <= interrupted, (lost, interrupted)
