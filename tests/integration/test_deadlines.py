@@ -38,6 +38,11 @@ def test_a_running_job_gets_its_slow_notice_then_expires(url: str, tmp_path: Pat
     hooks = tmp_path / "hooks.txt"
     proc = start(url, tmp_path, "w")
     try:
+        # enqueued once the worker is up: a job past its deadline before any worker ran it
+        # gets only the expiry (the next test), and a loaded machine may take seconds to
+        # start the worker's process
+        wait_for(lambda: any(e.get("event") == "worker_started" for e in proc.events()), 60,
+                 what="the worker to start")  # fmt: skip
         job = dq.enqueue("generate", {"seconds": 60}, notice_after=1.0, deadline_in=3.0)
         wait_for(lambda: len(hook_lines(hooks)) == 2, 30, what="both hooks")
         slow, expire = hook_lines(hooks)
