@@ -124,9 +124,13 @@ def test_hooks_on_the_hook_queue_run_while_the_task_queue_is_paused(
 ) -> None:
     dq = producer(url)
     hooks = tmp_path / "hooks.txt"
-    running = dq.enqueue("paused_work", {"seconds": 60}, deadline_in=2.0)
     proc = start(url, tmp_path, "w")
     try:
+        # enqueued once the worker is up: on a loaded machine its start can take longer
+        # than the job's 2 s deadline, and a job expired before it ran never starts
+        wait_for(lambda: any(e.get("event") == "worker_started" for e in proc.events()), 60,
+                 what="the worker to start")  # fmt: skip
+        running = dq.enqueue("paused_work", {"seconds": 60}, deadline_in=2.0)
         wait_for(lambda: dq.get(running.id).state == "running", 30, what="the job to start")
         dq.pause("work", "maintenance")
         waiting = dq.enqueue("paused_work", {"seconds": 0}, deadline_in=1.0)
