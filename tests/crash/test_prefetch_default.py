@@ -76,7 +76,9 @@ def test_sigterm_gives_every_prefetched_job_back_without_an_attempt(
     tmp_path: Path, url: str
 ) -> None:
     app = durq.Durq(url)
-    jobs = [app.enqueue("sleepy", {"ms": 1}, max_attempts=3) for _ in range(3000)]
+    # 5 ms bodies: the 50 ms rule keeps the prefetch full (1 ms bodies on a loaded machine
+    # left it empty at the SIGTERM: nothing to give back)
+    jobs = [app.enqueue("sleepy", {"ms": 5}, max_attempts=3) for _ in range(3000)]
     runs = tmp_path / "runs.txt"
     proc = WorkerProc(
         "tests.apps.basic:dq", url, tmp_path / "w.log", [*ARGS, "--grace", "10"],

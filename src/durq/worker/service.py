@@ -46,8 +46,11 @@ class Service:
         """Ask the loop to stop and wait for it (up to ``timeout`` seconds)."""
         self._stop.set()
         self.wake()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+        t = self._thread
+        # a thread not started yet (a stop while the worker starts) finds the stop set at
+        # its first sleep; joining it would raise
+        if t is not None and t is not threading.current_thread() and t.ident is not None:
+            t.join(timeout)
 
     def wake(self) -> None:
         """Interrupt a wait early (subclasses with their own wake-ups override)."""
