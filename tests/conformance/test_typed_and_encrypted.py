@@ -209,6 +209,27 @@ def encrypted_app(url: str, keys: list[tuple[str, str]]) -> durq.Durq:
     return dq
 
 
+def assert_no_plaintext(backend_url: str, marker: str, tables: tuple[str, ...]) -> None:
+    """No byte of ``marker`` at rest: in the SQLite file and its WAL, or in any row of
+    ``tables`` of the PostgreSQL schema."""
+    if backend_url.startswith("sqlite"):
+        path = backend_url.removeprefix("sqlite:///")
+        for suffix in ("", "-wal"):
+            if os.path.exists(path + suffix):
+                assert marker.encode() not in Path(path + suffix).read_bytes()
+        return
+    import psycopg
+
+    schema = backend_url.rpartition("schema=")[2]
+    with psycopg.connect(backend_url.partition("?")[0]) as conn:
+        for table in tables:
+            dump = conn.execute(
+                f'SELECT count(*) FROM "{schema}".{table} t WHERE t::text LIKE %s',
+                (f"%{marker}%",),
+            ).fetchone()
+            assert dump == (0,), table
+
+
 def test_no_plaintext_at_rest_rotation_reads_old_jobs_and_a_missing_key_fails_one_job(
     backend_url: str, tmp_path: Path
 ) -> None:
@@ -233,22 +254,7 @@ def test_no_plaintext_at_rest_rotation_reads_old_jobs_and_a_missing_key_fails_on
         rotated.retry(j1.id)
         assert run_one(rotated, "work").kind == "succeeded"
         assert rotated.get(j1.id).result == "seen step MARKER-one"
-        if backend_url.startswith("sqlite"):
-            path = backend_url.removeprefix("sqlite:///")
-            for suffix in ("", "-wal"):
-                if os.path.exists(path + suffix):
-                    assert b"MARKER" not in Path(path + suffix).read_bytes()
-        else:
-            import psycopg
-
-            schema = backend_url.rpartition("schema=")[2]
-            with psycopg.connect(backend_url.partition("?")[0]) as conn:
-                for table in ("jobs", "steps"):
-                    dump = conn.execute(
-                        f'SELECT count(*) FROM "{schema}".{table} t WHERE t::text LIKE %s',
-                        ("%MARKER%",),
-                    ).fetchone()
-                    assert dump == (0,), table
+        assert_no_plaintext(backend_url, "MARKER", ("jobs", "steps"))
     finally:
         for app in (old, rotated, new_only):
             app.close()
@@ -403,20 +409,6 @@ def test_an_async_steps_record_is_encrypted_and_read_back(backend_url: str) -> N
         drain(dq)
         assert dq.get(job.id).result == "seen step MARKER-async"
         assert ran == ["MARKER-async"]
-        if backend_url.startswith("sqlite"):
-            path = backend_url.removeprefix("sqlite:///")
-            for suffix in ("", "-wal"):
-                if os.path.exists(path + suffix):
-                    assert b"MARKER" not in Path(path + suffix).read_bytes()
-        else:
-            import psycopg
-
-            schema = backend_url.rpartition("schema=")[2]
-            with psycopg.connect(backend_url.partition("?")[0]) as conn:
-                dump = conn.execute(
-                    f'SELECT count(*) FROM "{schema}".steps t WHERE t::text LIKE %s',
-                    ("%MARKER%",),
-                ).fetchone()
-                assert dump == (0,)
+        assert_no_plaintext(backend_url, "MARKER", ("steps",))
     finally:
         dq.close()

@@ -16,12 +16,19 @@ def running(app: durq.Durq, **options: Any) -> Iterator[durq.Worker]:
     10 s (a heartbeat every ~3.3 s). Asks the worker to stop on exit and fails the test if it
     has not stopped within 30 s."""
     options.setdefault("lease", 10.0)
-    w = app.worker(**options)
-    t = threading.Thread(target=lambda: w.run(install_signals=False), daemon=True)
+    with running_worker(app.worker(**options)) as w:
+        yield w
+
+
+@contextmanager
+def running_worker(worker: durq.Worker) -> Iterator[durq.Worker]:
+    """Run an already built ``worker`` on a daemon thread for the block; asks it to stop on
+    exit and fails the test if it has not stopped within 30 s."""
+    t = threading.Thread(target=lambda: worker.run(install_signals=False), daemon=True)
     t.start()
     try:
-        yield w
+        yield worker
     finally:
-        w.request_stop()
+        worker.request_stop()
         t.join(30)
         assert not t.is_alive(), "the worker did not stop"

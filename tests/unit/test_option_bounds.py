@@ -9,34 +9,19 @@ snooze (and four other jobs of its grouped commit ran twice); ``timeout=True``,
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import durq
 from durq.errors import ConfigError
-from durq.worker import Worker
 from tests.support.procs import ROOT, wait_for
-
-
-@contextlib.contextmanager
-def running(worker: Worker) -> Iterator[Worker]:
-    """``worker`` running on a thread of this process; stopped (and joined) on the way out."""
-    thread = threading.Thread(target=lambda: worker.run(install_signals=False), daemon=True)
-    thread.start()
-    try:
-        yield worker
-    finally:
-        worker.request_stop()
-        thread.join(60)
-    assert not thread.is_alive()
+from tests.support.threads import running_worker
 
 
 def noop() -> None:
@@ -162,7 +147,7 @@ def test_a_retry_after_beyond_ten_years_is_cut_with_a_note(
 
     job_id = later.enqueue().id
     before = app.store.now()
-    with running(app.worker(concurrency=1)):
+    with running_worker(app.worker(concurrency=1)):
         wait_for(lambda: len(app.get(job_id).errors) == 1, 30, what="the first attempt")
     job = app.get(job_id)
     assert job.state in ("queued", "scheduled")
@@ -195,7 +180,7 @@ def test_an_unstorable_outcome_fails_only_its_own_job(
     bad = sleepy.enqueue().id
     good = [count.enqueue(n=i).id for i in range(8)]
     worker = app.worker(concurrency=4)
-    with running(worker):
+    with running_worker(worker):
         wait_for(
             lambda: (
                 app.get(bad).state == "failed"
