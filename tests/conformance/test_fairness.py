@@ -207,7 +207,8 @@ def test_the_sweep_goes_in_bounded_windows_of_the_turn_rows(
     assert (calls, deleted) == (4, 5)
     assert turn_rows(backend_url) == {("default", "t5"), ("default", "t6")}
     assert app.cancel(jobs[5].id)
-    w = app.worker(retention={"cancelled": None})  # keeps every job; still sweeps the turns
+    keep_all = {s: None for s in ("succeeded", "failed", "cancelled", "expired")}
+    w = app.worker(retention=keep_all)  # keeps every job; still sweeps the turns
     assert w.pruner is not None and w.pruner.prune_once() is not None
     assert turn_rows(backend_url) == {("default", "t6")}
 

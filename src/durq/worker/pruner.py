@@ -71,11 +71,11 @@ class Pruner(Service):
         interval: float | None,
     ) -> Pruner | None:
         """The worker's hook: a Pruner, or None when pruning is off (``interval`` None or
-        0, or a retention that keeps every state)."""
+        0). A retention that keeps every state still gets one: it deletes no job but sweeps
+        the fair-claim turns of keys without a live job, which nothing else would."""
         if interval is None or interval == 0:
             return None
-        pruner = cls(worker, retention, interval)
-        return pruner if pruner.ages else None
+        return cls(worker, retention, interval)
 
     def run(self) -> None:
         wait = min(FIRST_PASS_AFTER, self.interval)
