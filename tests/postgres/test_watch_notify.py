@@ -1,4 +1,4 @@
-"""PostgreSQL: a replay and a rescue send the NOTIFY the workers' cancel watches wait for
+"""PostgreSQL: a replay, a rescue and a reap send the NOTIFY the workers' cancel watches wait for
 (``durq:cancel``), so a body whose lease went with them is stopped within the watch's
 0.1 s tick rather than at its once-a-second backstop (docs/features/replay.md). On SQLite
 every commit moves the data version the watch reads (tests/conformance/test_cancel_watch.py).
@@ -72,4 +72,21 @@ def test_a_rescue_notifies_the_cancel_watches(pg_url: str) -> None:
     clock.advance(6)
     with listening(pg_url) as arrived:
         assert app.store.rescue().workers == ("frozen",)
+        assert CANCEL_PAYLOAD in arrived()
+
+
+def test_a_reap_notifies_the_cancel_watches(pg_url: str) -> None:
+    """A lease that expired goes back to the queue with a NOTIFY: idle workers claim it at
+    once, and the watch of a worker still running its old body stops that body."""
+    clock = Clock()
+    app = durq.Durq(pg_url, clock=clock)
+
+    @app.task
+    def work() -> None: ...
+
+    job = work.enqueue()
+    app.store.claim("default", ["work"], 1, LEASE, "w1")
+    clock.advance(LEASE + 1)
+    with listening(pg_url) as arrived:
+        assert app.store.reap().job_ids == (job.id,)
         assert CANCEL_PAYLOAD in arrived()

@@ -413,6 +413,10 @@ class JobsMixin(PostgresBase):
             )
             value = {"at": now, "recovered": summary.recovered, "failed": summary.failed}
             conn.execute(self._sql["PUT_META"], {"key": "last_reap", "value": json.dumps(value)})
+            if rows:  # as the rescue does: idle workers claim the re-queued jobs now, and the
+                # cancel watch of a worker still running one of their bodies stops it
+                payload = {"channel": self.channel, "queue": self._sql["CANCEL_PAYLOAD"]}
+                conn.execute(self._sql["NOTIFY"], payload)
         return summary
 
 
