@@ -16,12 +16,15 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
 import durq
 from durq.model import AttemptError, Outcome, WorkerInfo
+from durq.model.dashboard import LIST_STATES
 from tests.conftest import IN_CI
+from tests.support import dashboard_data as dd
 from tests.support.dashboard_data import IMG, XSS, fail_jobs, populate
 
 CHROMIUM = "/usr/bin/chromium"
@@ -456,3 +459,88 @@ def test_a_replay_and_a_rescue_are_not_styled_as_errors(
     assert not _reddish(_rgb(page, cell))
     page = s.go("/failed")  # a job that failed for good: its last error stays red
     assert _reddish(_rgb(page, f"tr[data-id='{ids['failed']}'] td:nth-child(9)"))
+
+
+#: Every page (each jobs filter too), by name: its path given populate_long's ids.
+WIDE_PAGES: dict[str, Callable[[dict[str, int]], str]] = {
+    "overview": lambda ids: "/",
+    "jobs": lambda ids: "/jobs",
+    **{f"jobs-{s}": (lambda ids, s=s: f"/jobs?state={s}") for s in LIST_STATES},
+    "jobs-queue": lambda ids: "/jobs?" + urlencode({"queue": dd.LONG_QUEUE}),
+    "jobs-task": lambda ids: "/jobs?" + urlencode({"task": dd.LONG_TASK}),
+    "jobs-key": lambda ids: "/jobs?" + urlencode({"key": dd.LONG_KEY}),
+    "jobs-text": lambda ids: "/jobs?q=Gateway",
+    "jobs-time": lambda ids: "/jobs?since=2000-01-01T00:00&until=2100-01-01T00:00",
+    "jobs-older": lambda ids: f"/jobs?before={ids['chain'] + 100}",
+    "failed": lambda ids: "/failed",
+    "failed-queue": lambda ids: "/failed?" + urlencode({"queue": dd.LONG_QUEUE}),
+    "parked": lambda ids: "/parked",
+    "job-failed": lambda ids: f"/jobs/{ids['failed']}",
+    "job-big-result": lambda ids: f"/jobs/{ids['big']}",
+    "job-running": lambda ids: f"/jobs/{ids['running']}",
+    "job-parked": lambda ids: f"/jobs/{ids['parked']}",
+    "job-chain": lambda ids: f"/jobs/{ids['chain']}",
+    "batches": lambda ids: "/batches",
+    "schedules": lambda ids: "/schedules",
+    "limits": lambda ids: "/limits",
+    "workers": lambda ids: "/workers",
+    "not-found": lambda ids: "/jobs/987654321",
+    "bad-filter": lambda ids: "/jobs?" + urlencode({"state": dd.LONG_URL}),
+    "flash": lambda ids: "/?" + urlencode({"flash": dd.LONG_URL}),
+}
+
+
+@pytest.mark.parametrize("name", list(WIDE_PAGES))
+def test_every_page_fits_a_laptop_screen(
+    name: str,
+    dq: durq.Durq,
+    open_dashboard: Callable[..., Session],
+    shots: Callable[[Page, str], None],
+) -> None:
+    """At 1280x800 no page scrolls sideways (signed out, and signed in with its buttons),
+    with long real-world values (issue dash-width): a 52-character queue, an 80-character
+    dotted task, a 2,000-character error, a 500-character URL in the payload and result, a
+    worker id with a 100-character host. What a page cuts or clamps stays whole in a title
+    or on the job's page."""
+    ids = dd.populate_long(dq)
+    path = WIDE_PAGES[name](ids)
+    s = open_dashboard(dq, token=TOKEN, viewport=(1280, 800))
+    for signed_in in (False, True):
+        if signed_in:
+            s.sign_in()
+        page = s.go(path)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        shots(page, name + ("-signed-in" if signed_in else ""))
+        assert width <= 1280, (name, signed_in, width)
+    whole = WHOLE.get(name)
+    if whole is not None:
+        whole(page, ids)
+
+
+def _whole_in_list(page: Page, ids: dict[str, int]) -> None:
+    row = page.locator(f"tr[data-id='{ids['failed']}']")
+    assert row.locator("td.queue .clamp").get_attribute("title") == dd.LONG_QUEUE
+    assert row.locator("td.task .clamp").get_attribute("title") == dd.LONG_TASK
+    assert row.locator("td.task").inner_text().strip() == dd.LONG_TASK  # <wbr> adds nothing
+    error = row.locator("td.last-error .clamp").get_attribute("title") or ""
+    assert error.startswith("HTTPError: " + dd.LONG_MESSAGE[:480]), error[:80]
+
+
+def _whole_on_job_page(page: Page, ids: dict[str, int]) -> None:
+    kv = page.locator("table.kv")
+    for value in (dd.LONG_TASK, dd.LONG_QUEUE, dd.LONG_KEY, dd.LONG_WORKER):
+        assert value in kv.inner_text(), value
+    assert page.locator("section.attempt p").inner_text() == "HTTPError: " + dd.LONG_MESSAGE
+    assert dd.LONG_URL in page.locator("pre.payload").inner_text()
+
+
+def _whole_worker(page: Page, ids: dict[str, int]) -> None:
+    row = page.locator(f"tr[data-worker='{dd.LONG_WORKER}']")
+    assert row.locator("td").first.inner_text() == dd.LONG_WORKER
+
+
+#: What a page must still show whole, once it fits.
+WHOLE: dict[str, Callable[[Page, dict[str, int]], None]] = {
+    "jobs": _whole_in_list, "failed": _whole_in_list, "job-failed": _whole_on_job_page,
+    "workers": _whole_worker,
+}  # fmt: skip

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import json
 import socket
+from typing import Any
 
 import durq
-from durq.model import AttemptError, Outcome, WorkerInfo, WorkerReport
+from durq.model import AttemptError, InHand, Outcome, WorkerInfo, WorkerReport
 
 IMG = "<img src=x onerror=alert(1)>"
 XSS = IMG + '"><svg onload=alert(2)>'
@@ -77,4 +79,117 @@ def fail_jobs(dq: durq.Durq, queue: str, task: str, n: int, message: str = "boom
     now = store.now()
     err = AttemptError(1, now, "RuntimeError", message, "Traceback...\n", "permanent")
     store.finish([Outcome(c.id, c.lease_token, "failed", error=err) for c in claimed])
+    return ids
+
+
+# -- long real-world values (issue dash-width): every page must fit 1280 px with them --
+
+LONG_QUEUE = "tenant-acme-corp-production-eu-west-1-priority-high"
+LONG_TASK = "myproject.integrations.billing.stripe.webhooks.handle_invoice_payment_succeeded"
+LONG_CALLBACK = "myproject.integrations.billing.stripe.reconciliation.on_invoice_batch_reconciled"
+LONG_SCHEDULE = (
+    "myproject.integrations.billing.stripe.schedules.reconcile_unpaid_invoices_eu_west_1"
+)
+LONG_LIMIT = "tenant-acme-corp-production-eu-west-1:stripe-api.outbound.invoice-webhooks"
+LONG_KEY = "stripe:evt_1OxYz2LkdIwHu7ixAbCdEfGhIjKlMnOp:invoice.payment_succeeded:tenant-acme-corp"
+LONG_HOST = (
+    "billing-webhook-consumers-7f9c8d6b5-x2k4q.tenant-acme-corp-production.eu-west-1.svc"
+    ".cluster.local"
+)
+LONG_WORKER = f"{LONG_HOST}:48213:7f3a9c"
+#: 20 tags, as a billing integration would put on its jobs.
+TAGS = (
+    "tenant:acme-corp", "env:production", "region:eu-west-1", "provider:stripe",
+    "event:invoice.payment_succeeded", "customer:cus_PqRsTuVwXyZaBc", "plan:enterprise-annual",
+    "currency:eur", "source:webhook", "api-version:2024-06-20", "team:billing-platform",
+    "priority:high", "retry-policy:exponential", "idempotent:true", "pii:none",
+    "cost-centre:cc-4411", "service:billing-webhook-consumers", "release:2026.12.1",
+    "shard:07", "trace:4bf92f3577b34da6a3ce929d0e0e4736",
+)  # fmt: skip
+#: A 500-character URL without a space in it.
+LONG_URL = (
+    "https://hooks.tenant-acme-corp.example.com/api/v2/webhooks/stripe/invoice.payment_succeeded"
+    "?signature="
+)
+LONG_URL += ("0123456789abcdef" * 40)[: 500 - len(LONG_URL)]
+#: A 2,000-character error message: words, the URL, then an HTML body.
+LONG_MESSAGE = f"POST {LONG_URL} returned 502 Bad Gateway after 3 retries; response body: "
+LONG_MESSAGE += ("<html><head><title>502 Bad Gateway</title></head><body>upstream timed out</body>"
+                 "</html>" * 30)[: 2000 - len(LONG_MESSAGE)]  # fmt: skip
+LONG_TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    + "".join(
+        f'  File "/srv/app/.venv/lib/python3.12/site-packages/myproject/integrations/billing/'
+        f'stripe/webhooks/handlers/invoice_payment_succeeded_v{i}.py", line {100 + i}, in '
+        f"handle_invoice_payment_succeeded\n    response = session.post({LONG_URL!r}, "
+        "json=payload, timeout=30)\n"
+        for i in range(12)
+    )
+    + f"requests.exceptions.HTTPError: {LONG_MESSAGE}\n"
+)
+BIG_PAYLOAD = {
+    "invoice_id": "in_1OxYz2LkdIwHu7ixAbCdEfGh",
+    "customer": "cus_PqRsTuVwXyZaBc",
+    "callback_url": LONG_URL,
+    "lines": [{"price": f"price_1OxYz2LkdIwHu7ix{i:04d}", "quantity": i} for i in range(40)],
+}
+
+
+def populate_long(dq: durq.Durq) -> dict[str, int]:
+    """Jobs in every state on :data:`LONG_QUEUE` of :data:`LONG_TASK` with :data:`TAGS`, a
+    failed one with :data:`LONG_MESSAGE` and :data:`LONG_TRACEBACK`, one with a big payload
+    and result, a chain, a batch with a long callback, a long periodic schedule and limit
+    key, a paused queue with a long reason, and a live worker :data:`LONG_WORKER` holding
+    the running one. Returns the ids by role."""
+    store = dq.store
+    task = dq.task(name=LONG_TASK, queue=LONG_QUEUE, max_attempts=1, concurrency=2,
+                   concurrency_key=LONG_LIMIT)(lambda **kw: kw)  # fmt: skip
+    dq.task(name=LONG_CALLBACK, queue=LONG_QUEUE)(
+        lambda batch_id=0, outcome="", counts=None, meta=None: outcome
+    )
+    dq.periodic("*/5 * * * *", name=LONG_SCHEDULE, queue=LONG_QUEUE)(lambda: None)
+    now = store.now()
+    other_queues = tuple(LONG_QUEUE.replace("high", f"low-{i}") for i in range(4))
+    store.register_worker(
+        WorkerInfo(
+            LONG_WORKER, LONG_HOST, 48213, (LONG_QUEUE, *other_queues),
+            tuple(sorted(dq.tasks)), now, now, LEASE,
+        )
+    )  # fmt: skip
+
+    def put(**options: Any) -> int:
+        return dq.enqueue(LONG_TASK, BIG_PAYLOAD, tags=TAGS, meta={"trace": LONG_URL}, **options).id
+
+    ids: dict[str, int] = {}
+    ids["failed"] = put(key=LONG_KEY)
+    ids["big"] = put()
+    claimed = {c.id: c for c in store.claim(LONG_QUEUE, [LONG_TASK], 2, LEASE, LONG_WORKER)}
+    bad, ok = claimed[ids["failed"]], claimed[ids["big"]]
+    error = AttemptError(1, store.now(), "HTTPError", LONG_MESSAGE, LONG_TRACEBACK, "permanent")
+    result = json.dumps({"receipt_url": LONG_URL, "ledger": BIG_PAYLOAD["lines"]})
+    store.finish(
+        [
+            Outcome(bad.id, bad.lease_token, "failed", error=error),
+            Outcome(ok.id, ok.lease_token, "succeeded", result=result),
+        ]
+    )
+    ids["running"] = put()
+    [running] = store.claim(LONG_QUEUE, [LONG_TASK], 1, LEASE, LONG_WORKER)
+    assert running.id == ids["running"]
+    store.report_worker(
+        LONG_WORKER,
+        WorkerReport("threads", 4, "0.1.0", (InHand(ids["running"], LONG_TASK, now),), 3, 1),
+    )
+    ids["queued"] = put()
+    ids["scheduled"] = put(delay=3600)
+    ids["parked"] = put(park=True)
+    ids["cancelled"] = put()
+    dq.cancel(ids["cancelled"])
+    first, second = dq.chain(task.s(step=1, url=LONG_URL), task.s(step=2, url=LONG_URL))
+    ids["chain_first"], ids["chain"] = first.id, second.id
+    with dq.batch(on_complete=LONG_CALLBACK, meta={"url": LONG_URL}) as batch:
+        for i in range(3):
+            dq.enqueue(LONG_TASK, {"n": i, "url": LONG_URL})
+    ids["batch"] = batch.id
+    dq.pause(LONG_QUEUE, f"stripe is rate limiting us, see {LONG_URL}", source="auto")
     return ids

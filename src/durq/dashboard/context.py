@@ -4,10 +4,12 @@ mode, the templates and the metrics registry; and how a page is rendered."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
@@ -32,6 +34,19 @@ def _cut(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+#: After these a long name may wrap: the parts of a dotted task, a hyphenated queue, a
+#: ``host:pid:hex`` worker id, a path.
+_PARTS = re.compile(r"(?<=[./_:-])")
+
+
+def _breakable(value: Any) -> Markup:
+    """``value`` as escaped text with a ``<wbr>`` after each ``.``, ``/``, ``_``, ``:`` and
+    ``-``: a long name wraps at its parts rather than mid-word (CSS ``overflow-wrap:
+    anywhere`` still breaks a part too long for its cell), and is copied whole (a
+    ``<wbr>`` adds no character)."""
+    return Markup("<wbr>").join(escape(part) for part in _PARTS.split(str(value)))
+
+
 def _pretty(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2, default=str)
 
@@ -47,7 +62,9 @@ class Dashboard:
             loader=PackageLoader("durq.dashboard", "templates"),
             autoescape=select_autoescape(["html"], default=True),
         )
-        self.env.filters.update(ago=_ago, when=clock, cut=_cut, pretty=_pretty, qs=urlencode)
+        self.env.filters.update(
+            ago=_ago, when=clock, cut=_cut, pretty=_pretty, qs=urlencode, breakable=_breakable
+        )
         self.registry = registry_for(dq)
 
     def signed_in(self, request: Request) -> bool:
