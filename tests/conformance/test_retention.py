@@ -212,13 +212,11 @@ def test_members_of_a_batch_that_has_not_fired_are_kept(app: durq.Durq, clock: C
     assert not exists(app, first.id) and not exists(app, second.id)
 
 
-def test_parents_of_a_waiting_fan_in_are_kept_until_it_is_released(
-    app: durq.Durq, clock: Clock
-) -> None:
+def test_parents_of_a_fan_in_are_kept_until_it_has_ended(app: durq.Durq, clock: Clock) -> None:
     """A fan-in's child gets its parents' results when its last parent ends. Before, a
     member that ended early and was pruned while another still ran was left out of that
     list: ``[1, 2, 3]`` reached the child as ``[3]`` (and ``ctx.parent_results()`` missed
-    it). Such parents stay while their child waits, then go like any finished job."""
+    it). Such parents stay until their child has ended, then go like any finished job."""
     register(app)
 
     @app.task
@@ -244,7 +242,14 @@ def test_parents_of_a_waiting_fan_in_are_kept_until_it_is_released(
     app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="3")])
     assert app.get(child.id).state == "queued"
     clock.advance(365 * DAY)
-    assert app.prune(older_than=0) == 3  # released: its parents go now
+    assert app.prune(older_than=0) == 0  # queued: ctx.parent_results() will read them
     (c,) = app.store.claim("default", ["total"], 1, LEASE, "w1")
     assert c.id == child.id
     assert json.loads(c.payload) == {"results": [1, None, 3]}
+    parents = app.store.parent_results(child.id)
+    assert [(p.id, p.state) for p in parents] == [
+        (members[0].id, "succeeded"), (members[1].id, "failed"), (members[2].id, "succeeded")
+    ]  # fmt: skip
+    app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="4")])
+    clock.advance(365 * DAY)
+    assert app.prune(older_than=0) == 4  # the child ended: it and its parents go

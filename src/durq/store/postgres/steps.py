@@ -41,7 +41,8 @@ DELETE FROM {s}.steps WHERE job_id = %(job_id)s
 # being retried right now is left for the next pass) and the state is tested again on the
 # row deleted, so no non-terminal job can ever be deleted. Steps go too (ON DELETE CASCADE).
 # Further conditions (open batches, blobs) belong in this one statement. Parents of a child
-# that still waits are kept (a fan-in's released child gets every parent's result).
+# that has not ended are kept (a fan-in's released child gets every parent's result in its
+# payload; ctx.parent_results() reads them when it runs).
 PRUNE_JOBS = """
 WITH doomed AS (
     SELECT j.id FROM {s}.jobs AS j
@@ -52,7 +53,9 @@ WITH doomed AS (
            OR j.batch_id IN (SELECT id FROM {s}.batches WHERE state = 'done'))
       AND (NOT j.has_children
            OR NOT EXISTS (SELECT 1 FROM {s}.job_deps d JOIN {s}.jobs c ON c.id = d.child_id
-                          WHERE d.parent_id = j.id AND c.state = 'waiting'))
+                          WHERE d.parent_id = j.id
+                            AND c.state NOT IN ('succeeded', 'failed',
+                                                'cancelled', 'expired')))
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
 DELETE FROM {s}.jobs AS j USING doomed

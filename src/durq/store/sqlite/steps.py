@@ -40,8 +40,9 @@ DELETE FROM steps WHERE job_id = :job_id
 # for any non-terminal job to be deleted, whatever the caller passes as :state. Its steps
 # go with it (trigger jobs_delete_steps). Members of a batch that has not fired yet are
 # kept: deleting them would change its counts or keep it from ever firing. So are parents
-# of a child that still waits (a fan-in whose other members run on): the child's payload
-# gets its parents' results when it is released, and a deleted parent's would be missing.
+# of a child that has not ended: a fan-in's child gets its parents' results in its payload
+# when it is released (a deleted parent's would be missing), and ctx.parent_results()
+# reads them when it runs.
 PRUNE_JOBS = """
 DELETE FROM jobs
 WHERE id IN (SELECT j.id FROM jobs AS j INDEXED BY jobs_finished
@@ -52,7 +53,9 @@ WHERE id IN (SELECT j.id FROM jobs AS j INDEXED BY jobs_finished
                     OR j.batch_id IN (SELECT id FROM batches WHERE state = 'done'))
                AND (j.has_children = 0
                     OR NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs c ON c.id = d.child_id
-                                   WHERE d.parent_id = j.id AND c.state = 'waiting'))
+                                   WHERE d.parent_id = j.id
+                                     AND c.state NOT IN ('succeeded', 'failed',
+                                                         'cancelled', 'expired')))
              LIMIT :limit)
   AND state IN ('succeeded', 'failed', 'cancelled', 'expired')
 """
