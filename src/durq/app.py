@@ -258,7 +258,9 @@ class Durq(
                 with the task's, so that hooks run during maintenance.
             fair_key: ``payload dict -> str`` evaluated at enqueue (e.g. the tenant): claims
                 take its jobs round-robin across keys, so one key's backlog cannot starve
-                another's (docs/features/fairness.md).
+                another's (docs/features/fairness.md). The key must be a non-empty str of
+                at most 200 characters, without a lone surrogate or a NUL character: any
+                other value is a ``ConfigError`` at enqueue, nothing written.
             strict_types: check every annotated parameter at enqueue, not only rich ones
                 (None: the app's ``strict_types``); docs/features/typed-payloads.md.
             max_snoozes: times one of its jobs may snooze (``raise durq.Snooze(s)``,

@@ -47,7 +47,7 @@ def _check_name(what: str, value: str, longest: int = 200) -> str:
 
 
 def _check_text(what: str, value: object) -> None:
-    """A filter value the database can hold: a str without lone surrogates."""
+    """A filter value the database can hold: a str without lone surrogates or NUL."""
     if not isinstance(value, str):
         raise ConfigError(f"{what} must be a str, not {type(value).__name__}")
     try:
@@ -56,6 +56,8 @@ def _check_text(what: str, value: object) -> None:
         raise ConfigError(
             f"{what} must be valid Unicode text (no lone surrogates): {value!r}"
         ) from None
+    if "\x00" in value:  # PostgreSQL text cannot hold it; refuse it on every backend alike
+        raise ConfigError(f"{what} must not contain a NUL character: {value!r}")
 
 
 def _check_int(what: str, value: object, low: int, high: int) -> None:

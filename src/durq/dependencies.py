@@ -154,13 +154,16 @@ def with_workflow(
     in place of the idempotency key, and the task's ``fair_key(payload)``.
 
     Raises:
-        ConfigError: ``fair_key`` did not return a non-empty str.
+        ConfigError: ``fair_key`` did not return a non-empty str of at most 200 characters
+            of valid Unicode text without a NUL character (what both backends store and
+            index).
     """
     fair = None
     if task is not None and task.fair_key is not None:
         fair = task.fair_key(dict(payload))
         if not isinstance(fair, str) or not fair:
             raise ConfigError(f"{task.name}: fair_key returned {fair!r}, not a non-empty str")
+        _check_name(f"{task.name}: fair_key returned a key that", fair)
     unique = template.unique_key is not None
     return replace(
         new,

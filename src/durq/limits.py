@@ -83,6 +83,8 @@ def check_key(key: object, what: str = "limit key") -> str:
         raise ConfigError(
             f"{what} must be valid Unicode text (no lone surrogates): {key!r}"
         ) from None
+    if "\x00" in key:  # PostgreSQL text cannot hold it; refuse it on every backend alike
+        raise ConfigError(f"{what} must not contain a NUL character: {key!r}")
     return key
 
 

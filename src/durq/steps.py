@@ -42,7 +42,9 @@ def check_name(name: object) -> str:
     """Validate a step name.
 
     Raises:
-        ConfigError: not a non-empty str of at most :data:`MAX_STEP_NAME` characters.
+        ConfigError: not a non-empty str of at most :data:`MAX_STEP_NAME` characters, or
+            one with a lone surrogate or a NUL character (PostgreSQL text holds neither;
+            refused on every backend alike).
     """
     if not isinstance(name, str) or not name or len(name) > MAX_STEP_NAME:
         raise ConfigError(
@@ -53,6 +55,8 @@ def check_name(name: object) -> str:
         name.encode("utf-8")
     except UnicodeEncodeError:
         raise ConfigError(f"a step name must be valid Unicode text: {name!r}") from None
+    if "\x00" in name:  # PostgreSQL text cannot hold it; refuse it on every backend alike
+        raise ConfigError(f"a step name must not contain a NUL character: {name!r}")
     return name
 
 

@@ -31,3 +31,12 @@ def chained(text: str) -> int:
 @dq.task(queue="tb", max_attempts=1)
 async def in_helper_async(text: str) -> int:
     return parse(text)
+
+
+#: The text of ``huge``'s exception: 4 MiB, as an HTTP error carrying a whole response body.
+HUGE = "START" + "E" * (4 * 1024 * 1024) + "END"
+
+
+@dq.task(queue="tb", max_attempts=3, backoff=durq.constant(0))
+def huge() -> None:
+    raise ValueError(HUGE)

@@ -3,6 +3,8 @@ past their state's age, in chunks, and never a queued, scheduled or running one.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import durq
@@ -209,3 +211,46 @@ def test_members_of_a_batch_that_has_not_fired_are_kept(app: durq.Durq, clock: C
     clock.advance(365 * DAY)
     assert app.prune(older_than=0) == 2
     assert not exists(app, first.id) and not exists(app, second.id)
+
+
+def test_parents_of_a_fan_in_are_kept_until_it_has_ended(app: durq.Durq, clock: Clock) -> None:
+    """A fan-in's child gets its parents' results when its last parent ends. Before, a
+    member that ended early and was pruned while another still ran was left out of that
+    list: ``[1, 2, 3]`` reached the child as ``[3]`` (and ``ctx.parent_results()`` missed
+    it). Such parents stay until their child has ended, then go like any finished job."""
+    register(app)
+
+    @app.task
+    def total(results: list[int | None]) -> int:
+        return 0
+
+    w = app.tasks["work"]
+    *members, child = app.group([w.s(n=1), w.s(n=2), w.s(n=3)]).then(
+        total.s(), on_parent_failure="run"
+    )
+    other = finished(app, "succeeded", queue="elsewhere")
+    outcomes = {members[0].id: ("succeeded", "1"), members[1].id: ("failed", None)}
+    for c in app.store.claim("default", ["work"], 2, LEASE, "w1"):
+        kind, result = outcomes[c.id]
+        error = ERR if kind == "failed" else None
+        app.store.finish([Outcome(c.id, c.lease_token, kind, result=result, error=error)])
+    clock.advance(365 * DAY)
+    assert app.prune(older_than=0) == 1  # the unrelated job only
+    assert not exists(app, other)
+    assert exists(app, members[0].id) and exists(app, members[1].id)
+    assert app.get(child.id).state == "waiting"
+    (c,) = app.store.claim("default", ["work"], 1, LEASE, "w1")
+    app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="3")])
+    assert app.get(child.id).state == "queued"
+    clock.advance(365 * DAY)
+    assert app.prune(older_than=0) == 0  # queued: ctx.parent_results() will read them
+    (c,) = app.store.claim("default", ["total"], 1, LEASE, "w1")
+    assert c.id == child.id
+    assert json.loads(c.payload) == {"results": [1, None, 3]}
+    parents = app.store.parent_results(child.id)
+    assert [(p.id, p.state) for p in parents] == [
+        (members[0].id, "succeeded"), (members[1].id, "failed"), (members[2].id, "succeeded")
+    ]  # fmt: skip
+    app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="4")])
+    clock.advance(365 * DAY)
+    assert app.prune(older_than=0) == 4  # the child ended: it and its parents go

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -110,6 +112,36 @@ def test_a_file_that_is_not_sqlite_gives_a_clear_error_naming_it(tmp_path: Path)
     )
     assert cli.returncode == 1
     assert "notes.db is not a SQLite database" in cli.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "error"),
+    [
+        ("postgresql://[::1", "malformed PostgreSQL URL: Invalid IPv6 URL"),
+        ("postgres://app:s3cret@[::1/jobs", "malformed PostgreSQL URL: Invalid IPv6 URL"),
+        ("sqlite://[::1/jobs.db", "malformed SQLite URL 'sqlite://[::1/jobs.db': Invalid IPv6 URL"),
+    ],
+    ids=["postgres", "postgres-password", "sqlite"],
+)
+@pytest.mark.parametrize("verb", [["status"], ["verify", "--jobs", "5"]])
+def test_a_malformed_url_is_one_clear_line_without_its_password(
+    url: str, error: str, verb: list[str], tmp_path: Path
+) -> None:
+    if url.startswith("postgres"):
+        pytest.importorskip("psycopg")
+    with pytest.raises(durq.ConfigError, match=re.escape(error)):
+        durq.Durq(url).jobs()
+    cli = subprocess.run(
+        [sys.executable, "-m", "durq", *verb, "--db", url],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert cli.returncode == 1, cli.stderr
+    assert cli.stderr == f"durq: error: {error}\n"
+    assert "s3cret" not in cli.stdout + cli.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing created
 
 
 def test_missing_directory_gives_a_clear_error(tmp_path: Path) -> None:

@@ -132,6 +132,8 @@ def _check_text(what: str, value: object, *, optional: bool = False) -> str | No
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise ConfigError(f"{what} must be valid Unicode text: {value!r}") from None
+    if "\x00" in value:  # PostgreSQL text cannot hold it; refuse it on every backend alike
+        raise ConfigError(f"{what} must not contain a NUL character: {value!r}")
     return value
 
 

@@ -37,6 +37,24 @@ HOOK_TASK_PREFIX = "durq.hook:"
 HOOK_MAX_ATTEMPTS = 5
 
 
+#: The most characters of an attempt's message, and of its traceback, kept in the job's
+#: error history (64 Ki each): an exception carrying a whole response body (say 30 MB)
+#: otherwise added twice its size to the row at every attempt.
+MAX_ERROR_TEXT = 64 * 1024
+
+
+def cut_text(text: str, *, tail: int = 0) -> str:
+    """``text`` when it has at most :data:`MAX_ERROR_TEXT` characters; else its start
+    (and its last ``tail`` characters) around a note of how many were cut, in
+    :data:`MAX_ERROR_TEXT` characters all told (so a cut text is never cut again)."""
+    if len(text) <= MAX_ERROR_TEXT:
+        return text
+    longest = len(f" [... {len(text)} characters cut ...] ")  # the cut has fewer digits
+    head = MAX_ERROR_TEXT - tail - longest
+    note = f" [... {len(text) - head - tail} characters cut ...] "
+    return text[:head] + note + (text[len(text) - tail :] if tail else "")
+
+
 @dataclass(frozen=True, slots=True)
 class AttemptError:
     """One failed attempt, as kept in a job's error history.
@@ -45,8 +63,11 @@ class AttemptError:
         attempt: the attempt number that failed (1-based).
         at: when it was recorded, seconds since the epoch.
         type: the exception's qualified type name, or a reason such as ``lease_expired``.
-        message: the exception's text.
-        traceback: the formatted traceback ('' when there was none).
+        message: the exception's text; past :data:`MAX_ERROR_TEXT` characters its start,
+            with a note of how many were cut.
+        traceback: the formatted traceback ('' when there was none); past
+            :data:`MAX_ERROR_TEXT` characters its start and its end (the innermost frames
+            and the exception's line), with a note of how many were cut between them.
         kind: the classification: ``transient``, ``permanent``, ``timeout``, ``lease_lost``,
             ``shutdown``, ``undecodable_payload`` ...
         started_at: when that attempt started (epoch s), or None: the store writes it
@@ -63,6 +84,12 @@ class AttemptError:
     kind: str = "transient"
     started_at: float | None = None
     worker_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.message) > MAX_ERROR_TEXT:
+            object.__setattr__(self, "message", cut_text(self.message))
+        if len(self.traceback) > MAX_ERROR_TEXT:
+            object.__setattr__(self, "traceback", cut_text(self.traceback, tail=48 * 1024))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -44,8 +44,13 @@ class PostgresOptions:
 
 
 def mask(url: str) -> str:
-    """The URL with any password replaced by ``***``."""
-    parts = urlsplit(url)
+    """The URL with any password replaced by ``***``. Never raises: a URL that cannot be
+    parsed comes back with everything between ``://`` and its last ``@`` masked."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        scheme, sep, rest = url.partition("://")
+        return f"{scheme}{sep}***@{rest.rpartition('@')[2]}" if "@" in rest else url
     if parts.password is None:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
@@ -58,9 +63,13 @@ def parse_url(url: str) -> PostgresOptions:
     Other query options are passed to libpq unchanged (``sslmode``, ``connect_timeout``...).
 
     Raises:
-        ConfigError: a bad schema name or pool size.
+        ConfigError: a URL that cannot be parsed (an unclosed ``[`` of an IPv6 host), a bad
+            schema name or pool size.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # the URL is not echoed: it may hold a password
+        raise ConfigError(f"malformed PostgreSQL URL: {exc}") from None
     query = parse_qsl(parts.query, keep_blank_values=True)
     ours = {k: v for k, v in query if k in DURQ_OPTIONS}
     rest = [(k, v) for k, v in query if k not in DURQ_OPTIONS]

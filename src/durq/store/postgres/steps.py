@@ -40,15 +40,22 @@ DELETE FROM {s}.steps WHERE job_id = %(job_id)s
 # ago on the database clock, optionally of one queue. Rows are locked (SKIP LOCKED: a row
 # being retried right now is left for the next pass) and the state is tested again on the
 # row deleted, so no non-terminal job can ever be deleted. Steps go too (ON DELETE CASCADE).
-# Further conditions (open batches, blobs) belong in this one statement.
+# Further conditions (open batches, blobs) belong in this one statement. Parents of a child
+# that has not ended are kept (a fan-in's released child gets every parent's result in its
+# payload; ctx.parent_results() reads them when it runs).
 PRUNE_JOBS = """
 WITH doomed AS (
-    SELECT id FROM {s}.jobs
-    WHERE state = %(state)s AND finished_at IS NOT NULL
-      AND finished_at < {s}.epoch(%(at)s) - %(older_than)s
-      AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-      AND (batch_id IS NULL
-           OR batch_id IN (SELECT id FROM {s}.batches WHERE state = 'done'))
+    SELECT j.id FROM {s}.jobs AS j
+    WHERE j.state = %(state)s AND j.finished_at IS NOT NULL
+      AND j.finished_at < {s}.epoch(%(at)s) - %(older_than)s
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+      AND (j.batch_id IS NULL
+           OR j.batch_id IN (SELECT id FROM {s}.batches WHERE state = 'done'))
+      AND (NOT j.has_children
+           OR NOT EXISTS (SELECT 1 FROM {s}.job_deps d JOIN {s}.jobs c ON c.id = d.child_id
+                          WHERE d.parent_id = j.id
+                            AND c.state NOT IN ('succeeded', 'failed',
+                                                'cancelled', 'expired')))
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
 DELETE FROM {s}.jobs AS j USING doomed

@@ -61,10 +61,14 @@ def parse_url(url: str) -> SqliteOptions:
     ``lock_timeout`` (seconds).
 
     Raises:
-        ConfigError: an unknown option or value, or an empty path.
+        ConfigError: a URL that cannot be parsed (an unclosed ``[``), an unknown option or
+            value, or an empty path.
     """
     if url.startswith("sqlite:"):
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:
+            raise ConfigError(f"malformed SQLite URL {url!r}: {exc}") from None
         path = unquote(parts.path)
         if url.startswith("sqlite:///"):
             path = path[1:] if path.startswith("/") else path

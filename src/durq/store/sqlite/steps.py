@@ -39,15 +39,23 @@ DELETE FROM steps WHERE job_id = :job_id
 # seconds before :now, optionally of one queue. The outer state test makes it impossible
 # for any non-terminal job to be deleted, whatever the caller passes as :state. Its steps
 # go with it (trigger jobs_delete_steps). Members of a batch that has not fired yet are
-# kept: deleting them would change its counts or keep it from ever firing.
+# kept: deleting them would change its counts or keep it from ever firing. So are parents
+# of a child that has not ended: a fan-in's child gets its parents' results in its payload
+# when it is released (a deleted parent's would be missing), and ctx.parent_results()
+# reads them when it runs.
 PRUNE_JOBS = """
 DELETE FROM jobs
-WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_finished
-             WHERE state = :state AND finished_at IS NOT NULL
-               AND finished_at < :now - :older_than
-               AND (:queue IS NULL OR queue = :queue)
-               AND (batch_id IS NULL
-                    OR batch_id IN (SELECT id FROM batches WHERE state = 'done'))
+WHERE id IN (SELECT j.id FROM jobs AS j INDEXED BY jobs_finished
+             WHERE j.state = :state AND j.finished_at IS NOT NULL
+               AND j.finished_at < :now - :older_than
+               AND (:queue IS NULL OR j.queue = :queue)
+               AND (j.batch_id IS NULL
+                    OR j.batch_id IN (SELECT id FROM batches WHERE state = 'done'))
+               AND (j.has_children = 0
+                    OR NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs c ON c.id = d.child_id
+                                   WHERE d.parent_id = j.id
+                                     AND c.state NOT IN ('succeeded', 'failed',
+                                                         'cancelled', 'expired')))
              LIMIT :limit)
   AND state IN ('succeeded', 'failed', 'cancelled', 'expired')
 """
