@@ -82,9 +82,9 @@ def test_every_page_escapes_hostile_text(dq: durq.Durq, client: Callable[..., Cl
     escaped = "&lt;img src=x onerror=alert(1)&gt;"
     for role in ("hostile_parent", "waiting", "cancelled_by_parent"):  # tags, task names
         assert escaped.replace("/", "/<wbr>") in c.get(f"/jobs/{ids[role]}").text, role
-    assert 'href="/jobs?tag=javascript%3Aalert%283%29"' in c.get(
-        f"/jobs/{ids['hostile_parent']}"
-    ).text
+    assert (
+        'href="/jobs?tag=javascript%3Aalert%283%29"' in c.get(f"/jobs/{ids['hostile_parent']}").text
+    )
     listed = c.get("/jobs", params={"tag": XSS}).text
     found = re.findall(r'<tr data-id="(\d+)"', listed)
     assert found == [str(ids[r]) for r in ("waiting", "hostile_parent")]

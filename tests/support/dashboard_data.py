@@ -181,9 +181,8 @@ def populate_long(dq: durq.Durq) -> dict[str, int]:
     # a fan-in on a queue of its own (the claims below take LONG_QUEUE's jobs), oldest: the
     # jobs list's first page stays the jobs below
     fan_queue = LONG_QUEUE.replace("high", "fan-in")
-    *members, fan_in = dq.group(
-        [task.s(n=i).options(queue=fan_queue) for i in range(FAN_IN)]
-    ).then(callback.s().options(queue=fan_queue, tags=TAGS))
+    group = dq.group([task.s(n=i).options(queue=fan_queue) for i in range(FAN_IN)])
+    *members, fan_in = group.then(callback.s().options(queue=fan_queue, tags=TAGS))
     ids["fan_in"], ids["fan_member"] = fan_in.id, members[0].id
     ids["failed"] = put(key=LONG_KEY)
     ids["cancelled_by_parent"] = put(after=[ids["failed"]])  # cancelled when it fails

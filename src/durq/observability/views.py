@@ -6,10 +6,11 @@ the dashboard all read through here; none of them holds SQL.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 from durq.job import Job
-from durq.model import JobFilter, JobRecord, WorkerDetail
+from durq.model import Edge, JobFilter, JobRecord, WorkerDetail
 from durq.model.dependencies import PARENT_FAILED_KIND
 from durq.model.jobs import HOOK_TASK_PREFIX, TERMINAL_STATES
 from durq.observability import processes
@@ -185,32 +186,41 @@ def relatives(store: Store, job_id: int, shown: int = RELATIVES_SHOWN) -> dict[s
         ``{"rows": [...] (the first ``shown`` unfinished parents), "total": int}``.
     """
     done = {s.value for s in TERMINAL_STATES}
-    ups: list[dict[str, Any]] = []
-    downs: list[dict[str, Any]] = []
+    ups: list[Edge] = []
+    downs: list[Edge] = []
     for e in store.edges([job_id]):
         if e.child_id == job_id:
-            ups.append({"id": e.parent_id, "task": e.parent_task, "state": e.parent_state,
-                        "on_failure": e.on_failure})  # fmt: skip
+            ups.append(e)
         elif e.parent_id == job_id:
-            downs.append({"id": e.child_id, "task": e.child_task, "state": e.child_state,
-                          "on_failure": e.on_failure})  # fmt: skip
-    pending = sorted((p for p in ups if p["state"] not in done), key=lambda r: int(r["id"]))
+            downs.append(e)
+    ups.sort(key=lambda e: e.parent_id)
+    downs.sort(key=lambda e: e.child_id)
+    parents = [(e.parent_id, e.parent_task, e.parent_state, e.on_failure) for e in ups]
+    children = [(e.child_id, e.child_task, e.child_state, e.on_failure) for e in downs]
+    pending = [r for r in parents if r[2] not in done]
     return {
-        "parents": _side(ups, shown),
-        "children": _side(downs, shown),
-        "waiting_for": {"rows": pending[:shown], "total": len(pending)},
+        "parents": _side(parents, shown),
+        "children": _side(children, shown),
+        "waiting_for": {"rows": [_row(r) for r in pending[:shown]], "total": len(pending)},
     }
 
 
-def _side(rows: list[dict[str, Any]], shown: int) -> dict[str, Any]:
-    rows.sort(key=lambda r: int(r["id"]))
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["state"]] = counts.get(r["state"], 0) + 1
-    rest: dict[str, int] = {}
-    for r in rows[shown:]:
-        rest[r["state"]] = rest.get(r["state"], 0) + 1
-    return {"rows": rows[:shown], "total": len(rows), "counts": counts, "rest": rest}
+_Relative = tuple[int, str, str, str]
+
+
+def _row(r: _Relative) -> dict[str, Any]:
+    return {"id": r[0], "task": r[1], "state": r[2], "on_failure": r[3]}
+
+
+def _side(rows: list[_Relative], shown: int) -> dict[str, Any]:
+    """The first ``shown`` of ``rows`` (already in id order) as dicts, with counts by state
+    of all of them and of the rest."""
+    return {
+        "rows": [_row(r) for r in rows[:shown]],
+        "total": len(rows),
+        "counts": dict(Counter(r[2] for r in rows)),
+        "rest": dict(Counter(r[2] for r in rows[shown:])),
+    }
 
 
 def cancelled_by(job: Job) -> dict[str, Any] | None:
