@@ -25,7 +25,7 @@ from durq.model import AttemptError, Outcome, WorkerInfo
 from durq.model.dashboard import LIST_STATES
 from tests.conftest import IN_CI
 from tests.support import dashboard_data as dd
-from tests.support.dashboard_data import IMG, XSS, fail_jobs, populate
+from tests.support.dashboard_data import IMG, XSS, fail_jobs, fail_now, populate
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -461,6 +461,51 @@ def test_a_replay_and_a_rescue_are_not_styled_as_errors(
     assert _reddish(_rgb(page, f"tr[data-id='{ids['failed']}'] td:nth-child(9)"))
 
 
+def test_click_from_a_chain_step_to_its_parent_and_from_a_tag_to_its_jobs(
+    dq: durq.Durq, open_dashboard: Callable[..., Session], shots: Callable[[Page, str], None]
+) -> None:
+    """From a chain's last step a click on its parent opens the parent's page (and on to the
+    first step); a click on a tag opens the jobs list with that tag filled in, listing only
+    the tagged jobs. A parent's state is coloured as in the jobs list (a failed one red)."""
+    step = dq.task(name="etl.step", queue="etl")(lambda n=0: n)
+    tag = "tenant:acme-corp-production-eu-west-1"
+    first, middle, last = dq.chain(
+        step.s(n=1).options(tags=[tag]), step.s(n=2), step.s(n=3).options(tags=[tag, "x"])
+    )
+    dq.enqueue("etl.step", {"n": 9}, tags=["other"])
+    s = open_dashboard(dq)
+    page = s.go(f"/jobs/{last.id}")
+    assert "Waits for 1 unfinished parent" in page.locator("#waits-for").inner_text()
+    shots(page, "chain-last-step")
+    page.click(f"table#parents a[href='/jobs/{middle.id}']")
+    page.wait_for_url(f"**/jobs/{middle.id}")
+    assert page.locator("h1").inner_text().startswith(f"Job {middle.id}")
+    assert page.locator("table#children tr[data-id] td.id").inner_text() == str(last.id)
+    page.click(f"table#parents a[href='/jobs/{first.id}']")
+    page.wait_for_url(f"**/jobs/{first.id}")
+    assert page.locator("table#parents").count() == 0  # the chain's first step has none
+    page.click(f"td.tags a.tag:has-text('{tag}')")
+    page.wait_for_url("**/jobs?tag=*")
+    assert page.locator("#filters input[name=tag]").input_value() == tag
+    listed = page.locator("table.jobs tbody tr[data-id]")
+    ids = [int(listed.nth(i).get_attribute("data-id") or 0) for i in range(listed.count())]
+    assert ids == [last.id, first.id]
+    shots(page, "jobs-by-tag")
+    # once the first step fails: the middle one names it and both are coloured as "failed"
+    fail_now(dq, first.id, "etl.step")
+    page = s.go(f"/jobs/{middle.id}")
+    cause = page.locator("#cancelled-by")
+    assert f"its parent job {first.id} (etl.step) ended failed" in cause.inner_text()
+    in_table = _rgb(page, f"table#parents tr[data-id='{first.id}'] td.s-failed")
+    assert _reddish(in_table) and _rgb(page, "#cancelled-by .s-failed") == in_table
+    page = s.go("/jobs?state=failed")
+    assert _rgb(page, f"tr[data-id='{first.id}'] td.s-failed") == in_table
+    cause_link = s.go(f"/jobs/{middle.id}").locator(f"#cancelled-by a[href='/jobs/{first.id}']")
+    cause_link.click()
+    s.page.wait_for_url(f"**/jobs/{first.id}")
+    shots(s.page, "cancelling-parent")
+
+
 #: Every page (each jobs filter too), by name: its path given populate_long's ids.
 WIDE_PAGES: dict[str, Callable[[dict[str, int]], str]] = {
     "overview": lambda ids: "/",
@@ -472,7 +517,9 @@ WIDE_PAGES: dict[str, Callable[[dict[str, int]], str]] = {
     "jobs-text": lambda ids: "/jobs?q=Gateway",
     "jobs-time": lambda ids: "/jobs?since=2000-01-01T00:00&until=2100-01-01T00:00",
     "jobs-older": lambda ids: f"/jobs?before={ids['chain'] + 100}",
+    "jobs-tag": lambda ids: "/jobs?" + urlencode({"tag": dd.LONG_TAG}),
     "failed": lambda ids: "/failed",
+    "failed-tag": lambda ids: "/failed?" + urlencode({"tag": dd.TAGS[0]}),
     "failed-queue": lambda ids: "/failed?" + urlencode({"queue": dd.LONG_QUEUE}),
     "parked": lambda ids: "/parked",
     "job-failed": lambda ids: f"/jobs/{ids['failed']}",
@@ -480,6 +527,10 @@ WIDE_PAGES: dict[str, Callable[[dict[str, int]], str]] = {
     "job-running": lambda ids: f"/jobs/{ids['running']}",
     "job-parked": lambda ids: f"/jobs/{ids['parked']}",
     "job-chain": lambda ids: f"/jobs/{ids['chain']}",
+    "job-chain-first": lambda ids: f"/jobs/{ids['chain_first']}",
+    "job-fan-in": lambda ids: f"/jobs/{ids['fan_in']}",
+    "job-fan-member": lambda ids: f"/jobs/{ids['fan_member']}",
+    "job-cancelled-by-parent": lambda ids: f"/jobs/{ids['cancelled_by_parent']}",
     "batches": lambda ids: "/batches",
     "schedules": lambda ids: "/schedules",
     "limits": lambda ids: "/limits",
@@ -532,6 +583,18 @@ def _whole_on_job_page(page: Page, ids: dict[str, int]) -> None:
         assert value in kv.inner_text(), value
     assert page.locator("section.attempt p").inner_text() == "HTTPError: " + dd.LONG_MESSAGE
     assert dd.LONG_URL in page.locator("pre.payload").inner_text()
+    _whole_tags(page, ids)
+
+
+def _whole_tags(page: Page, ids: dict[str, int]) -> None:
+    tags = page.locator("table.kv td.tags a.tag")
+    assert tags.all_inner_texts() == sorted((*dd.TAGS, dd.LONG_TAG))  # <wbr> adds nothing
+
+
+def _whole_fan_in(page: Page, ids: dict[str, int]) -> None:
+    assert page.locator("table#parents tbody tr[data-id]").count() == 50
+    assert f"and {dd.FAN_IN - 50} more" in page.locator("table#parents tr.rest").inner_text()
+    assert f"Waits for {dd.FAN_IN} unfinished parents" in page.locator("#waits-for").inner_text()
 
 
 def _whole_worker(page: Page, ids: dict[str, int]) -> None:
@@ -542,5 +605,5 @@ def _whole_worker(page: Page, ids: dict[str, int]) -> None:
 #: What a page must still show whole, once it fits.
 WHOLE: dict[str, Callable[[Page, dict[str, int]], None]] = {
     "jobs": _whole_in_list, "failed": _whole_in_list, "job-failed": _whole_on_job_page,
-    "workers": _whole_worker,
+    "workers": _whole_worker, "job-fan-in": _whole_fan_in,
 }  # fmt: skip

@@ -4,6 +4,7 @@ series, and "why is this job not running" for each cause (durq.observability.why
 from __future__ import annotations
 
 import socket
+from dataclasses import replace
 
 import pytest
 
@@ -187,6 +188,78 @@ def test_why_for_each_cause(app: durq.Durq, clock: Clock) -> None:
     assert cause == "lease_orphaned" and "no longer seen" in sentence
     app.cancel(second)
     assert why(app, second)[0] == "finished"
+
+    # a child whose parent has not finished waits for it (its task may be served or not)
+    child = app.enqueue("work", {"n": 4}, after=[parked]).id
+    cause, sentence = why(app, child)
+    assert cause == "waiting" and "parent jobs" in sentence
+
+
+def test_job_page_and_count_filter_by_tag(app: durq.Durq) -> None:
+    """JobFilter.tag: keyset pages and counts of the jobs carrying a tag, with the other
+    filters (the dashboard's tag filter and its bulk actions on the failed set)."""
+    tasks(app)
+    tagged = [app.enqueue("work", {"n": i}, tags=["tenant:a", f"n{i}"]).id for i in range(12)]
+    app.enqueue("work", {"n": 99}, tags=["tenant:b"])
+    app.enqueue("work", {"n": 98}, queue="other", tags=["tenant:a"])
+    f = JobFilter(queue="default", tag="tenant:a", limit=5)
+    page, cursor = views.job_page(app.store, f)
+    seen = [j.id for j in page]
+    while cursor is not None:
+        page, cursor = views.job_page(app.store, replace(f, before=cursor))
+        seen += [j.id for j in page]
+    assert seen == tagged[::-1]
+    assert app.store.count_jobs(replace(f, limit=1), 100) == 12
+    assert app.store.count_jobs(JobFilter(tag="tenant:a"), 100) == 13
+    assert app.store.count_jobs(JobFilter(tag="tenant:a"), 5) == 5  # capped
+    assert [j.id for j in views.job_page(app.store, JobFilter(tag="n3"))[0]] == [tagged[3]]
+    assert views.job_page(app.store, JobFilter(tag="nobody"))[0] == []
+    [c] = app.store.claim("default", ["work"], 1, LEASE, "w1")  # the oldest: tagged[0]
+    err = AttemptError(1, app.store.now(), "ValueError", "bad", "", "permanent")
+    app.store.finish([Outcome(c.id, c.lease_token, "failed", error=err)])
+    failed = JobFilter(state="failed", tag="tenant:a")
+    assert [j.id for j in views.job_page(app.store, failed)[0]] == [tagged[0]]
+    assert app.store.count_jobs(failed, 100) == 1
+    assert app.store.count_jobs(replace(failed, tag="tenant:b"), 100) == 0
+
+
+def test_relatives_list_the_first_parents_and_count_the_rest(app: durq.Durq) -> None:
+    """views.relatives: a fan-in's callback lists its first parents by id with their task,
+    state and on_parent_failure, counts all of them and the rest by state, and names the
+    parents it still waits for; views.cancelled_by names the parent that cancelled a job."""
+    tasks(app)
+    members = [app.enqueue("work", {"n": i}).id for i in range(12)]
+    runs = app.enqueue("pay", {}, after=members[:2], on_parent_failure="run").id
+    callback = app.enqueue("ping", {}, after=members).id
+    claimed = app.store.claim("default", ["work"], 5, LEASE, "w1")  # members[:5]
+    app.store.finish([Outcome(c.id, c.lease_token, "succeeded", result="1") for c in claimed])
+    deps = views.relatives(app.store, callback, shown=4)
+    parents = deps["parents"]
+    assert [r["id"] for r in parents["rows"]] == members[:4]
+    assert parents["rows"][0] == {
+        "id": members[0], "task": "work", "state": "succeeded", "on_failure": "cancel",
+    }  # fmt: skip
+    assert parents["total"] == 12 and parents["counts"] == {"succeeded": 5, "queued": 7}
+    assert parents["rest"] == {"succeeded": 1, "queued": 7}
+    assert deps["children"]["total"] == 0
+    assert [r["id"] for r in deps["waiting_for"]["rows"]] == members[5:9]
+    assert deps["waiting_for"]["total"] == 7
+    first = views.relatives(app.store, members[0])
+    assert [(r["id"], r["task"], r["on_failure"]) for r in first["children"]["rows"]] == [
+        (runs, "pay", "run"), (callback, "ping", "cancel"),
+    ]  # fmt: skip
+    assert first["parents"]["total"] == 0 and first["waiting_for"]["total"] == 0
+    assert views.cancelled_by(app.get(callback)) is None
+    [c] = app.store.claim("default", ["work"], 1, LEASE, "w1")  # members[5]
+    err = AttemptError(1, app.store.now(), "ValueError", "bad", "", "permanent")
+    app.store.finish([Outcome(c.id, c.lease_token, "failed", error=err)])
+    assert app.get(callback).state == "cancelled"
+    assert views.cancelled_by(app.get(callback)) == {
+        "message": f"parent job {members[5]} (work) ended failed; not run "
+        "(on_parent_failure='cancel')",
+        "parent_id": members[5], "parent_task": "work", "parent_state": "failed",
+    }  # fmt: skip
+    assert views.cancelled_by(app.get(members[5])) is None  # failed itself, not cancelled
 
 
 def test_recent_batches_newest_first(app: durq.Durq) -> None:

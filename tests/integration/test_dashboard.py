@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
@@ -17,7 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import durq
 from durq.dashboard.app import create_app
-from tests.support.dashboard_data import JS_URL, XSS, populate
+from durq.model import AttemptError, Outcome
+from tests.support.dashboard_data import JS_URL, XSS, fail_now, populate
 from tests.support.serve import Client, serving
 
 TOKEN = "s3cret-token"
@@ -56,9 +57,17 @@ def sign_in(c: Client) -> str:
 
 def test_every_page_escapes_hostile_text(dq: durq.Durq, client: Callable[..., Client]) -> None:
     ids = populate(dq)
+    # a task named like a script, hostile tags, a child waiting for it, one it cancelled
+    dq.task(name=XSS, queue="mail")(lambda: 1)
+    ids["hostile_parent"] = dq.enqueue(XSS, {}, tags=[XSS, JS_URL]).id
+    ids["waiting"] = dq.enqueue("send", {}, after=[ids["hostile_parent"]], tags=[XSS]).id
+    failing = dq.enqueue(XSS, {}).id
+    ids["cancelled_by_parent"] = dq.enqueue("send", {}, after=[failing]).id
+    fail_now(dq, failing, XSS)
     c = client(dq, token=TOKEN)
     sign_in(c)
     urls = [*PAGES, *(f"/jobs/{i}" for i in ids.values()), f"/jobs?q={XSS}", f"/jobs?queue={XSS}"]
+    urls += [f"/jobs?tag={XSS}", f"/failed?tag={XSS}"]
     for path in urls:
         r = c.get(path)
         assert r.status_code == 200, (path, r.text[:300])
@@ -70,6 +79,16 @@ def test_every_page_escapes_hostile_text(dq: durq.Durq, client: Callable[..., Cl
     assert "&lt;img src=x onerror=alert(1)&gt;" in detail  # shown as text
     assert "Traceback (most recent call last)" in detail  # the full traceback
     assert JS_URL in c.get(f"/jobs/{ids['succeeded']}").text  # a javascript: value is text
+    escaped = "&lt;img src=x onerror=alert(1)&gt;"
+    for role in ("hostile_parent", "waiting", "cancelled_by_parent"):  # tags, task names
+        assert escaped.replace("/", "/<wbr>") in c.get(f"/jobs/{ids[role]}").text, role
+    assert (
+        'href="/jobs?tag=javascript%3Aalert%283%29"' in c.get(f"/jobs/{ids['hostile_parent']}").text
+    )
+    listed = c.get("/jobs", params={"tag": XSS}).text
+    found = re.findall(r'<tr data-id="(\d+)"', listed)
+    assert found == [str(ids[r]) for r in ("waiting", "hostile_parent")]
+    assert 'name="tag" value="&lt;img src=x' in listed
     # large payloads are cut on list pages, whole on the job page; hook jobs are marked
     hook = dq.enqueue("durq.hook:send", {}, queue="mail").id
     listing = c.get("/jobs").text
@@ -306,3 +325,111 @@ def test_retry_and_delete_matching_across_queues(
     assert [dq.store.get(i) is None for i in gone] == [False, True, True, True]
     assert dq.get(other[0]).state == "failed"
     assert "no failed job matches" in c.get("/failed?task=boom&queue=a").text
+
+
+def _rows(html: str, table: str) -> list[tuple[str, str, str, str]]:
+    """(id, task, state, on_parent_failure) of each row of a job page's table ``table``."""
+    body = html.split(f'<table class="deps" id="{table}">', 1)[1].split("</table>", 1)[0]
+    return re.findall(
+        r'<tr data-id="(\d+)"><td class="id"><a href="/jobs/\1">\1</a></td>'
+        r'<td class="task">(.*?)</td><td class="s-(\w+)">\3</td><td>(\w+)</td></tr>',
+        body,
+    )
+
+
+def test_job_page_shows_tags_parents_and_children(
+    dq: durq.Durq, client: Callable[..., Client]
+) -> None:
+    """A chain's middle step shows its parent and child (links, task, state coloured by
+    class, on_parent_failure), what it still waits for, and its tags as links to the
+    filtered list; once the first step fails, the last one says which parent cancelled it."""
+    step = dq.task(name="etl.step", queue="etl")(lambda n=0: n)
+    tags = ["tenant:acme-corp-production-eu-west-1", "import"]
+    first, middle = dq.chain(step.s(n=1), step.s(n=2).options(tags=tags))
+    last = step.options(after=[middle], on_parent_failure="run").enqueue(n=3)
+    c = client(dq)
+    page = c.get(f"/jobs/{middle.id}").text
+    assert _rows(page, "parents") == [(str(first.id), "etl.<wbr>step", "queued", "cancel")]
+    assert _rows(page, "children") == [(str(last.id), "etl.<wbr>step", "waiting", "run")]
+    assert 'data-cause="waiting"' in page
+    waits = page.split('id="waits-for"', 1)[1].split("</p>", 1)[0]
+    assert "Waits for 1 unfinished parent:" in waits and f'href="/jobs/{first.id}"' in waits
+    for tag in tags:
+        assert f'href="/jobs?{urlencode({"tag": tag})}"' in page, tag
+    listed = c.get("/jobs?tag=import").text
+    assert re.findall(r'<tr data-id="(\d+)"', listed) == [str(middle.id)]
+    assert c.get(f"/jobs/{first.id}").text.count('<table class="deps"') == 1  # no parents
+    fail_now(dq, first.id, "etl.step")
+    page = c.get(f"/jobs/{middle.id}").text
+    assert dq.get(middle.id).state == "cancelled" and 'id="waits-for"' not in page
+    cause = page.split('id="cancelled-by"', 1)[1].split("</p>", 1)[0]
+    assert f'its parent job <a href="/jobs/{first.id}">{first.id}</a> (etl.<wbr>step)' in cause
+    assert 'ended <span class="s-failed">failed</span>' in cause
+    assert _rows(page, "parents") == [(str(first.id), "etl.<wbr>step", "failed", "cancel")]
+    # the last step runs whatever its parent did (on_parent_failure="run"): not cancelled
+    assert 'id="cancelled-by"' not in c.get(f"/jobs/{last.id}").text
+
+
+def test_a_wide_fan_in_lists_50_parents_and_counts_the_rest(
+    dq: durq.Durq, client: Callable[..., Client]
+) -> None:
+    """A 300-wide fan-in's callback lists its first 50 parents and counts the other 250 by
+    state; it names the first 50 of the parents it still waits for and counts the rest."""
+    add = dq.task(name="add", queue="fan")(lambda n=0: n)
+    total = dq.task(name="total", queue="fan")(lambda values=(): sum(values))
+    *members, callback = dq.group([add.s(n=i) for i in range(300)]).then(total.s())
+    claimed = dq.store.claim("fan", ["add"], 120, 30.0, "w-fan")
+    dq.store.finish([Outcome(x.id, x.lease_token, "succeeded", result="1") for x in claimed])
+    c = client(dq)
+    page = c.get(f"/jobs/{callback.id}").text
+    rows = _rows(page, "parents")
+    assert [int(r[0]) for r in rows] == [m.id for m in members[:50]]
+    assert {r[2] for r in rows} == {"succeeded"}
+    assert "300 jobs: 120 <span" in page and "the first 50 by id below" in page
+    rest = page.split('<tr class="rest">', 1)[1].split("</tr>", 1)[0]
+    assert "and 250 more: 70 <span" in rest and "180 <span" in rest
+    waits = page.split('id="waits-for"', 1)[1].split("</p>", 1)[0]
+    assert "Waits for 180 unfinished parents:" in waits and "and 130 more" in waits
+    assert re.findall(r'href="/jobs/(\d+)"', waits) == [str(m.id) for m in members[120:170]]
+    assert page.count("<tr data-id=") == 50
+    child = c.get(f"/jobs/{members[0].id}").text
+    assert _rows(child, "children") == [(str(callback.id), "total", "waiting", "cancel")]
+
+
+def test_tag_filter_pages_and_the_failed_set_acts_on_it(
+    dq: durq.Durq, client: Callable[..., Client]
+) -> None:
+    """/jobs?tag= keeps the tag in its "older" link; /failed?tag= counts and retries only the
+    failed jobs with the tag (the form carries it), across queues."""
+    from tests.support.dashboard_data import fail_jobs
+
+    dq.task(name="boom")(lambda n=0: n)
+    tagged = [dq.enqueue("boom", {"n": i}, queue="a", tags=["batch:7"]).id for i in range(55)]
+    dq.enqueue("boom", {}, queue="a", tags=["batch:8"])
+    c = client(dq, token=TOKEN)
+    first = c.get("/jobs?tag=batch:7").text
+    assert len(re.findall(r'<tr data-id="(\d+)"', first)) == 50
+    older = re.search(r'href="/jobs\?([^"]+)" id="next"', first)
+    assert older and parse_qs(older.group(1).replace("&amp;", "&"))["tag"] == ["batch:7"]
+    second = c.get("/jobs?" + older.group(1).replace("&amp;", "&")).text
+    assert [int(i) for i in re.findall(r'<tr data-id="(\d+)"', second)] == tagged[:5][::-1]
+    # failed: 2 tagged in queue a (claimed out of the tagged ones), 3 untagged in queue b
+    claimed = dq.store.claim("a", ["boom"], 2, 30.0, "w-fail")
+    err = AttemptError(1, dq.store.now(), "RuntimeError", "boom", "", "permanent")
+    dq.store.finish([Outcome(x.id, x.lease_token, "failed", error=err) for x in claimed])
+    assert {x.id for x in claimed} <= set(tagged)
+    untagged = fail_jobs(dq, "b", "boom", 3)
+    csrf = sign_in(c)
+    page = c.get("/failed?tag=batch:7").text
+    assert "2 failed job(s) match, across all queues" in page
+    assert 'name="tag" value="batch:7"' in page.split('class="bulk"', 1)[1]
+    below = re.search(r'name="before" value="(\d+)"', page)
+    assert below
+    r = c.post(
+        "/actions/retry-matching",
+        data={"tag": "batch:7", "expected": "2", "before": below.group(1), "csrf": csrf,
+              "next": "/failed?tag=batch:7"},
+    )  # fmt: skip
+    assert r.status_code == 303 and "2+failed+job%28s%29" in r.headers["location"]
+    assert all(dq.get(x.id).state == "queued" for x in claimed)
+    assert all(dq.get(i).state == "failed" for i in untagged)

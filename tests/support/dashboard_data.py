@@ -82,6 +82,18 @@ def fail_jobs(dq: durq.Durq, queue: str, task: str, n: int, message: str = "boom
     return ids
 
 
+def fail_now(dq: durq.Durq, job_id: int, task: str) -> None:
+    """Claim the queued job ``job_id`` (of ``task``; a worker ``w-fail``) and fail it for
+    good: its children settle (a dependent with on_parent_failure="cancel" is cancelled)."""
+    queue = dq.get(job_id).queue
+    claimed = {c.id: c for c in dq.store.claim(queue, [task], 100, LEASE, "w-fail")}
+    err = AttemptError(1, dq.store.now(), "RuntimeError", "boom", "", "permanent")
+    c = claimed.pop(job_id)
+    dq.store.finish([Outcome(c.id, c.lease_token, "failed", error=err)])
+    for other in claimed.values():  # give back any other job it took
+        dq.store.finish([Outcome(other.id, other.lease_token, "retry", error=err, delay=0)])
+
+
 # -- long real-world values (issue dash-width): every page must fit 1280 px with them --
 
 LONG_QUEUE = "tenant-acme-corp-production-eu-west-1-priority-high"
@@ -99,13 +111,17 @@ LONG_HOST = (
 LONG_WORKER = f"{LONG_HOST}:48213:7f3a9c"
 #: 20 tags, as a billing integration would put on its jobs.
 TAGS = (
-    "tenant:acme-corp", "env:production", "region:eu-west-1", "provider:stripe",
+    "tenant:acme-corp-production-eu-west-1", "env:production", "region:eu-west-1", "provider:stripe",
     "event:invoice.payment_succeeded", "customer:cus_PqRsTuVwXyZaBc", "plan:enterprise-annual",
     "currency:eur", "source:webhook", "api-version:2024-06-20", "team:billing-platform",
     "priority:high", "retry-policy:exponential", "idempotent:true", "pii:none",
     "cost-centre:cc-4411", "service:billing-webhook-consumers", "release:2026.12.1",
     "shard:07", "trace:4bf92f3577b34da6a3ce929d0e0e4736",
 )  # fmt: skip
+#: A tag as long as a 100-character part with no separator in it.
+LONG_TAG = "checksum:" + "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08" * 2
+#: The width of populate_long's fan-in: past the 50 parents a job's page lists one by one.
+FAN_IN = 55
 #: A 500-character URL without a space in it.
 LONG_URL = (
     "https://hooks.tenant-acme-corp.example.com/api/v2/webhooks/stripe/invoice.payment_succeeded"
@@ -144,7 +160,7 @@ def populate_long(dq: durq.Durq) -> dict[str, int]:
     store = dq.store
     task = dq.task(name=LONG_TASK, queue=LONG_QUEUE, max_attempts=1, concurrency=2,
                    concurrency_key=LONG_LIMIT)(lambda **kw: kw)  # fmt: skip
-    dq.task(name=LONG_CALLBACK, queue=LONG_QUEUE)(
+    callback = dq.task(name=LONG_CALLBACK, queue=LONG_QUEUE)(
         lambda batch_id=0, outcome="", counts=None, meta=None: outcome
     )
     dq.periodic("*/5 * * * *", name=LONG_SCHEDULE, queue=LONG_QUEUE)(lambda: None)
@@ -158,10 +174,18 @@ def populate_long(dq: durq.Durq) -> dict[str, int]:
     )  # fmt: skip
 
     def put(**options: Any) -> int:
-        return dq.enqueue(LONG_TASK, BIG_PAYLOAD, tags=TAGS, meta={"trace": LONG_URL}, **options).id
+        tags = (*TAGS, LONG_TAG)
+        return dq.enqueue(LONG_TASK, BIG_PAYLOAD, tags=tags, meta={"trace": LONG_URL}, **options).id
 
     ids: dict[str, int] = {}
+    # a fan-in on a queue of its own (the claims below take LONG_QUEUE's jobs), oldest: the
+    # jobs list's first page stays the jobs below
+    fan_queue = LONG_QUEUE.replace("high", "fan-in")
+    group = dq.group([task.s(n=i).options(queue=fan_queue) for i in range(FAN_IN)])
+    *members, fan_in = group.then(callback.s().options(queue=fan_queue, tags=TAGS))
+    ids["fan_in"], ids["fan_member"] = fan_in.id, members[0].id
     ids["failed"] = put(key=LONG_KEY)
+    ids["cancelled_by_parent"] = put(after=[ids["failed"]])  # cancelled when it fails
     ids["big"] = put()
     claimed = {c.id: c for c in store.claim(LONG_QUEUE, [LONG_TASK], 2, LEASE, LONG_WORKER)}
     bad, ok = claimed[ids["failed"]], claimed[ids["big"]]

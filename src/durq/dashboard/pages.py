@@ -23,7 +23,7 @@ Params = dict[str, str]
 Page = tuple[str, dict[str, Any]]
 
 PAGE_SIZE = 50
-FILTERS = ("state", "queue", "task", "key", "q", "since", "until")
+FILTERS = ("state", "queue", "task", "key", "tag", "q", "since", "until")
 
 
 class NotFound(Exception):
@@ -70,8 +70,9 @@ def job_filter(params: Params, **fixed: str) -> JobFilter:
         raise ConfigError(f"unknown state {state!r} (known: {', '.join(LIST_STATES)})")
     return JobFilter(
         state=state, queue=p.get("queue"), task=p.get("task"), key=p.get("key"),
-        text=p.get("q"), since=_time(p.get("since"), "since"), until=_time(p.get("until"), "until"),
-        before=_int(p.get("before"), "before"), limit=PAGE_SIZE,
+        tag=p.get("tag"), text=p.get("q"), since=_time(p.get("since"), "since"),
+        until=_time(p.get("until"), "until"), before=_int(p.get("before"), "before"),
+        limit=PAGE_SIZE,
     )  # fmt: skip
 
 
@@ -172,6 +173,8 @@ def job(d: Dashboard, params: Params) -> Page:
     return "job.html", {
         "job": found, "d": found.to_dict(), "why": views.why(d.dq.store, record),
         "steps": d.dq.steps(job_id), "batch": batch, "hook": views.is_hook(found.task),
+        "tags": d.dq.store.tags_of(job_id), "deps": views.relatives(d.dq.store, job_id),
+        "cancelled_by": views.cancelled_by(found),
         "attempts": [{**a, "tone": views.tone(a["outcome"])} for a in views.attempts(found)],
     }  # fmt: skip
 

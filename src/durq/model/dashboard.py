@@ -75,6 +75,8 @@ class JobFilter:
     Attributes:
         state: one of :data:`LIST_STATES`, or None for any.
         queue, task, key: exact matches, or None.
+        tag: only jobs carrying this tag (``options(tags=[...])``; the ``job_tags`` primary
+            key), or None.
         text: a substring searched in the payload, meta and errors (a scan: combine it with
             other filters or a time range on a big table), or None.
         since, until: ``created_at`` bounds in epoch seconds (inclusive, exclusive), or None.
@@ -87,6 +89,7 @@ class JobFilter:
     queue: str | None = None
     task: str | None = None
     key: str | None = None
+    tag: str | None = None
     text: str | None = None
     since: float | None = None
     until: float | None = None

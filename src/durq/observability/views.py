@@ -5,11 +5,14 @@ the dashboard all read through here; none of them holds SQL.
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from typing import Any
 
 from durq.job import Job
-from durq.model import JobFilter, JobRecord, WorkerDetail
-from durq.model.jobs import HOOK_TASK_PREFIX
+from durq.model import Edge, JobFilter, JobRecord, WorkerDetail
+from durq.model.dependencies import PARENT_FAILED_KIND
+from durq.model.jobs import HOOK_TASK_PREFIX, TERMINAL_STATES
 from durq.observability import processes
 from durq.observability.why import Why, why_not_running
 from durq.store.base import Store
@@ -157,3 +160,79 @@ def attempts(job: Job) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+#: Parents or children a job's page lists one by one; the rest are counted by state.
+RELATIVES_SHOWN = 50
+
+#: The message of a child cancelled by its parent (``durq.store.*.dependencies.reason``).
+_PARENT_FAILED = re.compile(r"^parent job (\d+) \((.*)\) ended (\w+); ", re.DOTALL)
+
+
+def relatives(store: Store, job_id: int, shown: int = RELATIVES_SHOWN) -> dict[str, Any]:
+    """A job's dependencies as its page shows them, from one read of its edges
+    (:meth:`Store.edges`, as ``durq jobs show`` and ``durq jobs tree`` read them).
+
+    Args:
+        store: the store to read.
+        job_id: the job.
+        shown: how many parents, children and unfinished parents to list one by one (the
+            first by id); default :data:`RELATIVES_SHOWN`.
+
+    Returns:
+        ``parents`` and ``children``, each ``{"rows": [{"id", "task", "state",
+        "on_failure"}, ...] (the first ``shown`` by id), "total": int, "counts": {state: n}
+        (all of them), "rest": {state: n} (those not listed)}``; and ``waiting_for``:
+        ``{"rows": [...] (the first ``shown`` unfinished parents), "total": int}``.
+    """
+    done = {s.value for s in TERMINAL_STATES}
+    ups: list[Edge] = []
+    downs: list[Edge] = []
+    for e in store.edges([job_id]):
+        if e.child_id == job_id:
+            ups.append(e)
+        elif e.parent_id == job_id:
+            downs.append(e)
+    ups.sort(key=lambda e: e.parent_id)
+    downs.sort(key=lambda e: e.child_id)
+    parents = [(e.parent_id, e.parent_task, e.parent_state, e.on_failure) for e in ups]
+    children = [(e.child_id, e.child_task, e.child_state, e.on_failure) for e in downs]
+    pending = [r for r in parents if r[2] not in done]
+    return {
+        "parents": _side(parents, shown),
+        "children": _side(children, shown),
+        "waiting_for": {"rows": [_row(r) for r in pending[:shown]], "total": len(pending)},
+    }
+
+
+_Relative = tuple[int, str, str, str]
+
+
+def _row(r: _Relative) -> dict[str, Any]:
+    return {"id": r[0], "task": r[1], "state": r[2], "on_failure": r[3]}
+
+
+def _side(rows: list[_Relative], shown: int) -> dict[str, Any]:
+    """The first ``shown`` of ``rows`` (already in id order) as dicts, with counts by state
+    of all of them and of the rest."""
+    return {
+        "rows": [_row(r) for r in rows[:shown]],
+        "total": len(rows),
+        "counts": dict(Counter(r[2] for r in rows)),
+        "rest": dict(Counter(r[2] for r in rows[shown:])),
+    }
+
+
+def cancelled_by(job: Job) -> dict[str, Any] | None:
+    """For a job cancelled because a parent did not succeed (its last error entry is of kind
+    :data:`durq.model.dependencies.PARENT_FAILED_KIND`): ``{"message": str}`` plus, when
+    the message is durq's own (``parent job N (task) ended state; ...``), ``parent_id``
+    (int), ``parent_task`` and ``parent_state`` (str); else None."""
+    err = job.last_error
+    if str(job.state) != "cancelled" or err is None or err.kind != PARENT_FAILED_KIND:
+        return None
+    found = _PARENT_FAILED.match(err.message)
+    if found is None:
+        return {"message": err.message}
+    return {"message": err.message, "parent_id": int(found.group(1)),
+            "parent_task": found.group(2), "parent_state": found.group(3)}  # fmt: skip

@@ -2,9 +2,10 @@
 and the dashboard's job page.
 
 The causes, in the order they are checked: finished; running (leased by worker W, or by a
-worker no longer seen); parked; the queue paused; waiting for backoff until T; scheduled for
-T; no live worker has its task (stranded); its concurrency limit full (which key, held by
-which jobs); its rate limit spent (until when); otherwise ready and waiting its turn.
+worker no longer seen); waiting for its parents (after=); parked; the queue paused; waiting
+for backoff until T; scheduled for T; no live worker has its task (stranded); its concurrency
+limit full (which key, held by which jobs); its rate limit spent (until when); otherwise ready
+and waiting its turn.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from durq.model import JobRecord, WhyFacts
 @dataclass(frozen=True, slots=True)
 class Why:
     """The answer: ``cause`` is a stable word for programs (``finished``, ``running``,
-    ``lease_orphaned``, ``parked``, ``paused``, ``backoff``, ``scheduled``, ``stranded``,
-    ``concurrency_limit``, ``rate_limit``, ``ready``); ``sentence`` is for people."""
+    ``lease_orphaned``, ``waiting``, ``parked``, ``paused``, ``backoff``, ``scheduled``,
+    ``stranded``, ``concurrency_limit``, ``rate_limit``, ``ready``); ``sentence`` is for people."""
 
     cause: str
     sentence: str
@@ -79,6 +80,12 @@ def why_not_running(job: JobRecord, facts: WhyFacts) -> Why:
             "lease_orphaned",
             f"it is leased by worker {worker}, which is no longer seen; the reaper returns it "
             f"to the queue once its lease ends at {clock(job.lease_expires_at)}.",
+        )
+    if job.state == "waiting":
+        return Why(
+            "waiting",
+            "it is waiting for its parent jobs (after=) to finish: it is queued in the "
+            "transaction that ends the last of them.",
         )
     if job.state == "parked":
         until = f" (it expires {clock(job.park_expires_at)})" if job.park_expires_at else ""

@@ -119,6 +119,9 @@ def page_sql(f: JobFilter) -> tuple[str, dict[str, Any]]:
         if value is not None:
             where.append(f"{column} = %({column})s")
             params[column] = value
+    if f.tag is not None:  # LIST_JOBS's probe of job_tags (tag, job_id)
+        where.append("id IN (SELECT job_id FROM {s}.job_tags WHERE tag = %(tag)s)")
+        params["tag"] = f.tag
     if f.text:
         where.append(
             "(strpos(payload, %(text)s) > 0 OR strpos(coalesce(meta, ''), %(text)s) > 0"

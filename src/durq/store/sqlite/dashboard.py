@@ -105,6 +105,9 @@ def page_sql(f: JobFilter) -> tuple[str, dict[str, Any]]:
         if value is not None:
             where.append(f"{column} = :{column}")
             params[column] = value
+    if f.tag is not None:  # LIST_JOBS's probe of job_tags (tag, job_id)
+        where.append("id IN (SELECT job_id FROM job_tags WHERE tag = :tag)")
+        params["tag"] = f.tag
     if f.text:
         where.append(
             "(instr(payload, :text) > 0 OR instr(coalesce(meta, ''), :text) > 0"
