@@ -238,6 +238,21 @@ def test_chain_passes_each_result_to_the_next_and_a_failure_cancels_the_rest(
         app.chain(add.s(x=1), add.s(z=1))  # nothing written
     assert len(app.jobs(limit=100)) == 6
 
+    # a step's own on_parent_failure wins over the chain's default (and over none)
+    own = app.chain(add.s(x=1), add.s(y=1), add.s(y=1).options(on_parent_failure="run"))
+    (c,) = claim(app)
+    app.store.finish([ok(c, "1")])
+    (c,) = claim(app)
+    app.store.finish([bad(c)])
+    assert state(app, own[2]) == "queued"  # it runs anyway, receiving None
+    assert app.get(own[2].id).payload == {"y": 1, "x": None}
+    (c,) = claim(app)
+    app.store.finish([bad(c)])
+    fan = app.group([add.s(x=1)]).then(app.tasks["total"].s().options(on_parent_failure="run"))
+    (c,) = claim(app)
+    app.store.finish([bad(c)])
+    assert state(app, fan[1]) == "queued"
+
 
 def test_group_then_fans_in_the_members_results_in_member_order(app: durq.Durq) -> None:
     register(app)

@@ -43,9 +43,10 @@ class Group:
         Args:
             on_parent_failure: ``cancel`` (default): a member that fails cancels ``sig``;
                 ``run``: ``sig`` runs once all are terminal (a failed member's result is None).
+                None: ``sig``'s own ``.options(on_parent_failure=...)``, else ``cancel``.
         """
         name = sig.task.result_parameter(sig.kwargs)
-        final = sig.options(on_parent_failure=on_parent_failure).after(
+        final = _own_mode_first(sig, on_parent_failure).after(
             *self.members, pass_as=name, as_list=True
         )
         return self.app.enqueue_graph([*self.members, final])
@@ -100,7 +101,8 @@ class WorkflowsFacade(FacadeBase):
         """Enqueue ``steps`` to run one after another, in one transaction; each step's first
         required argument that its signature does not give receives the previous step's
         result. A step that fails cancels the rest (``on_parent_failure="run"``: they run
-        anyway, receiving None). Returns their jobs in order.
+        anyway, receiving None); a step's own ``.options(on_parent_failure=...)`` wins over
+        the chain's. Returns their jobs in order.
 
         Raises:
             ConfigError: no steps; see :meth:`enqueue_graph` for the rest.
@@ -110,9 +112,7 @@ class WorkflowsFacade(FacadeBase):
         graph: list[Signature] = [steps[0]]
         for step in steps[1:]:
             name = step.task.result_parameter(step.kwargs)
-            graph.append(
-                step.options(on_parent_failure=on_parent_failure).after(graph[-1], pass_as=name)
-            )
+            graph.append(_own_mode_first(step, on_parent_failure).after(graph[-1], pass_as=name))
         return self.enqueue_graph(graph)
 
     def reencrypt(self, chunk: int = 500) -> int:
@@ -136,3 +136,10 @@ class WorkflowsFacade(FacadeBase):
     def group(self, members: Sequence[Signature]) -> Group:
         """A :class:`Group` of signatures: ``.enqueue()`` them, or ``.then(sig)`` for a fan-in."""
         return Group(self, members)
+
+
+def _own_mode_first(sig: Signature, mode: str | None) -> Signature:
+    """``sig`` with ``on_parent_failure=mode`` unless it set its own (its own wins)."""
+    if mode is None or sig.opts.on_parent_failure is not None:
+        return sig
+    return sig.options(on_parent_failure=mode)
