@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from durq.checks import _check_name
 from durq.codecs import Codec, decode_with
-from durq.errors import ConfigError
+from durq.errors import ConfigError, PayloadError
 from durq.model import NewJob, Parent, ParentResult
 from durq.model.dependencies import CANCEL, ON_PARENT_FAILURE
 
@@ -154,13 +154,19 @@ def with_workflow(
     in place of the idempotency key, and the task's ``fair_key(payload)``.
 
     Raises:
+        PayloadError: ``fair_key`` raised on this payload (the exception is chained).
         ConfigError: ``fair_key`` did not return a non-empty str of at most 200 characters
             of valid Unicode text without a NUL character (what both backends store and
             index).
     """
     fair = None
     if task is not None and task.fair_key is not None:
-        fair = task.fair_key(dict(payload))
+        try:
+            fair = task.fair_key(dict(payload))
+        except Exception as exc:  # as concurrency_key's: say whose call failed on what
+            raise PayloadError(
+                f"fair_key of {task.name} failed on the payload: {type(exc).__name__}: {exc}"
+            ) from exc
         if not isinstance(fair, str) or not fair:
             raise ConfigError(f"{task.name}: fair_key returned {fair!r}, not a non-empty str")
         _check_name(f"{task.name}: fair_key returned a key that", fair)

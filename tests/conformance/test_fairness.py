@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 import durq
-from durq.errors import ConfigError
+from durq.errors import ConfigError, PayloadError
 from durq.model import AttemptError, Outcome
 from tests.conftest import Clock
 from tests.support.db import query
@@ -63,6 +63,18 @@ def test_a_fair_key_that_is_not_a_str_is_refused_and_nothing_is_written(app: dur
     assert app.jobs() == []
     with pytest.raises(ConfigError, match="fair_key must be a callable"):
         app.task(name="x", fair_key="tenant")(lambda: None)  # type: ignore[arg-type]
+
+
+def test_a_fair_key_that_raises_is_a_payload_error_and_nothing_is_written(app: durq.Durq) -> None:
+    @app.task(fair_key=lambda p: p["tenant"])
+    def sync(n: int = 0) -> None:
+        return None
+
+    with pytest.raises(PayloadError, match=r"fair_key of sync failed on the payload: KeyError"):
+        sync.enqueue(n=1)
+    with pytest.raises(PayloadError, match="fair_key of sync failed"):
+        sync.enqueue_many([{"n": 2}])
+    assert app.jobs() == []
 
 
 def test_tenants_with_nothing_left_do_not_hold_up_the_keys_that_have_jobs(app: durq.Durq) -> None:
