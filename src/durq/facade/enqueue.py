@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from durq.batches import current_batch_id
 from durq.checks import (
@@ -208,13 +208,15 @@ class EnqueueFacade(FacadeBase):
         plain = self._plain_news(template, items) if keys is None else None
         if plain is not None:
             news = plain
-        elif keys is None:
-            news = [self._with_payload(template, item, None) for item in items]
         else:
-            news = [
-                self._with_payload(template, item, key)
-                for item, key in zip(items, keys, strict=True)
-            ]
+            news = []
+            for i, item in enumerate(items):
+                try:
+                    news.append(
+                        self._with_payload(template, item, None if keys is None else keys[i])
+                    )
+                except (PayloadError, ConfigError) as exc:
+                    _raise_for_item(exc, i, len(items))
         if not news:
             return []
         inserted = self.store.enqueue(news, connection=opts.connection)
@@ -365,12 +367,17 @@ class EnqueueFacade(FacadeBase):
         t = template
         limit = self.payload_limit
         news: list[NewJob] = []
-        for item in items:
-            payload = item if type(item) is dict else _as_dict(item, "payload")
-            body = encode_payload(payload, limit)
+        for i, item in enumerate(items):
+            try:
+                payload = item if type(item) is dict else _as_dict(item, "payload")
+                body = encode_payload(payload, limit)
+            except PayloadError as exc:
+                _raise_for_item(exc, i, len(items))
             problem = task.payload_problem(payload)
             if problem is not None:
-                raise PayloadError(f"payload does not fit {task.name}(): {problem}")
+                raise PayloadError(
+                    f"item {i} of {len(items)}: payload does not fit {task.name}(): {problem}"
+                )
             news.append(NewJob(
                 t.queue, t.task, body, t.priority, t.run_at, t.max_attempts, None, t.meta,
                 t.delay, t.batch_id, t.park, t.park_ttl, t.deadline, t.deadline_in,
@@ -418,3 +425,16 @@ class EnqueueFacade(FacadeBase):
         return Job(self.store, record)
 
     # -- reading and steering -------------------------------------------------------------
+
+
+def _raise_for_item(exc: PayloadError | ConfigError, index: int, count: int) -> NoReturn:
+    """Raise ``exc`` again as the same class with its message prefixed by which item of an
+    ``enqueue_many`` it is about (``item 3 of 1000: ...``, counting from 0), chained to
+    ``exc``; ``exc`` itself when its class takes more than a message."""
+    try:
+        again: Exception | None = type(exc)(f"item {index} of {count}: {exc}")
+    except TypeError:
+        again = None
+    if again is None:
+        raise exc
+    raise again from exc
