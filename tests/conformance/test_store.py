@@ -361,4 +361,3 @@ def test_a_copy_sized_insert_keeps_each_rows_own_columns(app: durq.Durq, clock: 
         assert (row.max_attempts, row.meta, row.state) == (new.max_attempts, new.meta, "queued")
         assert row.run_at == pytest.approx(expected_run_at, abs=1e-3)
         assert (ins.created, ins.run_at, ins.created_at) == (True, row.run_at, row.created_at)
-

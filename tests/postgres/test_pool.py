@@ -40,7 +40,9 @@ def test_a_session_dropped_while_idle_is_replaced_at_the_next_enqueue(pg_url: st
     try:
         task = dq.task(name="noop")(lambda: None)
         first = task.enqueue()
-        admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{name}'")
+        admin(
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{name}'"
+        )
         # the condition is the idleness itself: past CHECK_AFTER_IDLE the checkout pings
         time.sleep(CHECK_AFTER_IDLE + 0.2)
         second = task.enqueue()  # no StoreUnavailable: the dead session is replaced
