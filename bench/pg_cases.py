@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from bench.cases import Figures, Sizes, drain_child, fill, latency_figures, pickup_on
-from bench.common import BenchError, Child, case_dir
+from bench.common import BenchError, Child, case_dir, median
 from bench.durq_app import make_app
 from bench.pg import durq_schema, fresh_database
 
@@ -23,7 +23,16 @@ from bench.pg import durq_schema, fresh_database
 
 
 def durq_enqueue_one(pg_url: str, n: int) -> Figures:
-    """``n`` calls of ``noop.enqueue()`` (each one committed transaction plus its NOTIFY)."""
+    """``n`` calls of ``noop.enqueue()`` (each one committed statement with its NOTIFY).
+    Then the paired figure: durq and the raw one-row INSERT commit on the same schema
+    (bench/floor.py ``PG_INSERT``, on a psycopg connection of its own) alternate in blocks
+    of 50 in this process, ``n`` of each per round, 5 rounds; ``paired_ratio`` is the
+    median of the rounds' durq ÷ floor rates (the load of other processes and the
+    server's commit time hit both sides alike, which separate runs do not)."""
+    import psycopg
+
+    from bench.floor import PG_INSERT
+
     with durq_schema(pg_url) as url:
         app = make_app(url)
         try:
@@ -32,9 +41,34 @@ def durq_enqueue_one(pg_url: str, n: int) -> Figures:
             for _ in range(n):
                 app.noop.enqueue()
             elapsed = time.perf_counter() - start
+            schema = url.split("schema=", 1)[1].split("&", 1)[0]
+            insert = PG_INSERT.format(s=f'"{schema}"')
+            ratios: list[float] = []
+            block = 50
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                for _ in range(block):  # its statement prepared, as durq's is by now
+                    conn.execute(insert)
+                for _ in range(5):
+                    durq_s = floor_s = 0.0
+                    for _ in range(max(1, n // block)):
+                        t0 = time.perf_counter()
+                        for _ in range(block):
+                            app.noop.enqueue()
+                        t1 = time.perf_counter()
+                        for _ in range(block):
+                            conn.execute(insert)
+                        durq_s += t1 - t0
+                        floor_s += time.perf_counter() - t1
+                    ratios.append(floor_s / durq_s)
         finally:
             app.dq.close()
-    return {"rate": n / elapsed, "seconds": elapsed, "jobs": n}
+    return {
+        "rate": n / elapsed,
+        "seconds": elapsed,
+        "jobs": n,
+        "paired_ratio": median(ratios),
+        "paired_ratios": ratios,
+    }
 
 
 def durq_enqueue_many(pg_url: str, n: int, chunk: int) -> Figures:

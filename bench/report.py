@@ -277,6 +277,13 @@ def pg_section(sizes: dict[str, Any]) -> Section:
             },
         ),
         Row(
+            "enqueue one at a time ÷ raw one-row INSERT commit, paired",
+            "x",
+            ("pg_enqueue_one", "paired_ratio"),
+            ">=",
+            0.8,
+        ),
+        Row(
             f"enqueue_many ({n_many:,}, chunks of {chunk:,})",
             "jobs/s",
             ("pg_enqueue_many", "rate"),

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 import durq
-from durq.model import AttemptError, Outcome
+from durq.model import AttemptError, NewJob, Outcome
 from tests.conftest import Clock
 
 LEASE = 30.0
@@ -327,3 +327,37 @@ def test_enqueue_many_stores_every_character_as_given(app: durq.Durq) -> None:
         assert stored.meta == {"m": odd}
         assert stored.queue == "q\\t1"
     assert len(app.jobs(queue="q\\t1", limit=1000)) == 300
+
+
+def test_a_copy_sized_insert_keeps_each_rows_own_columns(app: durq.Durq, clock: Clock) -> None:
+    """Rows of one insert whose columns change in runs (queue, task, priority, delay or
+    run_at, attempts, meta), large enough for PostgreSQL's COPY path: each row is stored
+    with its own columns, and what the store returns for it is what it stored."""
+    register(app)
+    at = clock.now + 500.0
+    news = []
+    for i in range(360):
+        news.append(
+            NewJob(
+                queue=("qa", "qb")[i // 50 % 2],
+                task=("work", "other")[i // 7 % 2],
+                payload=json.dumps({"n": i}),
+                priority=i // 20 % 3,
+                run_at=at if i % 13 == 0 else None,
+                max_attempts=1 + i // 45 % 4,
+                meta=None if i // 30 % 2 else json.dumps({"i": i // 30}),
+                delay=30.0 if i // 11 % 2 else 0.0,
+            )
+        )
+    inserted = app.store.enqueue(news)
+    assert len(inserted) == len({i.id for i in inserted}) == 360
+    for new, ins in zip(news, inserted, strict=True):
+        row = app.store.get(ins.id)
+        assert row is not None
+        expected_run_at = new.run_at if new.run_at is not None else clock.now + new.delay
+        assert (row.queue, row.task, row.payload, row.priority) == (
+            new.queue, new.task, new.payload, new.priority
+        )  # fmt: skip
+        assert (row.max_attempts, row.meta, row.state) == (new.max_attempts, new.meta, "queued")
+        assert row.run_at == pytest.approx(expected_run_at, abs=1e-3)
+        assert (ins.created, ins.run_at, ins.created_at) == (True, row.run_at, row.created_at)

@@ -94,10 +94,15 @@ class NewJob:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Inserted:
     """What an insert came to: the job's id, whether it is new (False: its key existed),
-    and, for a new job, its run_at and created_at on the store's clock."""
+    and, for a new job, its run_at and created_at on the store's clock.
+
+    Treat it as immutable: as :class:`NewJob`, it is not declared frozen because a frozen
+    one costs about 1 µs to build (8 times a plain one), a third of the PostgreSQL
+    store's own time per row of a COPY ``enqueue_many``.
+    """
 
     id: int
     created: bool

@@ -104,21 +104,27 @@ CHECK_AFTER_IDLE = 1.0
 
 
 class _IdleCheck:
-    """The pool's ``check`` and ``reset`` callbacks: ping only connections that sat idle.
+    """The pool's ``check`` callback: ping only connections that may have sat idle.
 
     A ping on every checkout costs a round trip per transaction on the worker's hot path;
-    a connection used a moment ago is as good as one just pinged.
+    a connection used a moment ago is as good as one just pinged. The mark is the
+    previous checkout, not the return: the time since it is never shorter than the idle
+    time, so no connection idle for longer than :data:`CHECK_AFTER_IDLE` escapes the ping
+    (one held that long and handed out at once is pinged needlessly, a rare round trip).
+    It is not the pool's ``reset`` callback: with one, psycopg_pool hands every returned
+    connection to its worker thread (a queue put and a thread switch per transaction, and
+    the next checkout finding it not yet back).
     """
 
     def __init__(self) -> None:
-        self._returned: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
-
-    def reset(self, conn: Any) -> None:
-        self._returned[conn] = time.monotonic()
+        self._used: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
     def check(self, conn: Any) -> None:
-        if time.monotonic() - self._returned.get(conn, 0.0) > CHECK_AFTER_IDLE:
+        now = time.monotonic()
+        if now - self._used.get(conn, 0.0) > CHECK_AFTER_IDLE:
             ConnectionPool.check_connection(conn)
+            now = time.monotonic()
+        self._used[conn] = now
 
 
 def _first_connection(opts: PostgresOptions) -> None:
@@ -159,7 +165,6 @@ def open_pool(opts: PostgresOptions) -> ConnectionPool:
         max_size=opts.pool_size,
         open=False,
         check=idle.check,
-        reset=idle.reset,
         kwargs={"autocommit": True},
         name="durq",
     )

@@ -30,6 +30,21 @@ def copy_text(value: str) -> str:
     return value
 
 
+def _same_columns(job: NewJob, last: NewJob) -> bool:
+    """True when ``job`` has the very objects of ``last`` in every COPY column but its
+    payload (not equal values: the same ones, which a shared template gives; a mere
+    equal value only costs formatting the row's columns again)."""
+    return (
+        job.queue is last.queue
+        and job.task is last.task
+        and job.priority is last.priority
+        and job.run_at is last.run_at
+        and job.delay is last.delay
+        and job.max_attempts is last.max_attempts
+        and job.meta is last.meta
+    )
+
+
 _OUTCOME_ARRAYS = frozenset({"ids", "tokens", "kinds", "results", "errors", "delays", "caps"})
 
 
@@ -39,21 +54,7 @@ class JobsMixin(PostgresBase):
     # -- enqueue --------------------------------------------------------------------------
 
     def enqueue(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Inserted]:
-        if any(job.batch_id is not None for job in jobs):
-            return self._enqueue_in_batch(jobs, connection)
-        if connection is not None:
-            try:
-                return self._set_extras(connection, jobs, self._enqueue_on(connection, jobs))
-            except psycopg.Error as exc:
-                raise translate(exc, self.options) from exc
-        if (
-            len(jobs) == 1
-            and jobs[0].key is None
-            and not jobs[0].has_extras
-            and jobs[0].limit is None
-            and not jobs[0].has_hooks
-            and not jobs[0].has_workflow
-        ):
+        if connection is None and len(jobs) == 1 and jobs[0].plain:
             job = jobs[0]
             params = {
                 "at": self._at(), "queue": job.queue, "task": job.task, "payload": job.payload,
@@ -65,6 +66,13 @@ class JobsMixin(PostgresBase):
             assert row is not None
             return [Inserted(int(row[0]), True, float(row[1]), float(row[2]))]
         simple = all(job.plain for job in jobs)  # one check a row, not one per pass
+        if not simple and any(job.batch_id is not None for job in jobs):  # plain: no batch
+            return self._enqueue_in_batch(jobs, connection)
+        if connection is not None:
+            try:
+                return self._set_extras(connection, jobs, self._enqueue_on(connection, jobs))
+            except psycopg.Error as exc:
+                raise translate(exc, self.options) from exc
         with self._tx() as conn:
             inserted = self._enqueue_on(conn, jobs, simple=simple)
             return inserted if simple else self._set_extras(conn, jobs, inserted)
@@ -156,23 +164,25 @@ class JobsMixin(PostgresBase):
         assert row is not None
         now, ids = float(row[0]), [int(i) for i in row[1]]
         out: list[Inserted] = []
-        names: dict[str, str] = {}  # queue and task names, escaped once per chunk
         created = repr(now)
         lines: list[str] = []
+        # the columns around the payload, formatted again only when a row's differ from
+        # the previous row's (the rows of one enqueue_many share every one of them)
+        last: NewJob | None = None
+        head = tail = ""
+        run_at = now
         with conn.cursor() as cur, cur.copy(self._sql["COPY_JOBS"]) as copy:
             for job_id, job in zip(ids, jobs, strict=True):
-                run_at = now + float(job.delay) if job.run_at is None else float(job.run_at)
-                queue = names.get(job.queue)
-                if queue is None:
-                    queue = names[job.queue] = copy_text(job.queue)
-                task = names.get(job.task)
-                if task is None:
-                    task = names[job.task] = copy_text(job.task)
-                meta = "\\N" if job.meta is None else copy_text(job.meta)
-                lines.append(
-                    f"{job_id}\t{queue}\t{task}\t{copy_text(job.payload)}\t{int(job.priority)}"
-                    f"\t{run_at!r}\t{int(job.max_attempts)}\tqueued\t{created}\t{meta}\n"
-                )
+                if last is None or not _same_columns(job, last):
+                    run_at = now + float(job.delay) if job.run_at is None else float(job.run_at)
+                    meta = "\\N" if job.meta is None else copy_text(job.meta)
+                    head = f"\t{copy_text(job.queue)}\t{copy_text(job.task)}\t"
+                    tail = (
+                        f"\t{int(job.priority)}\t{run_at!r}\t{int(job.max_attempts)}\tqueued"
+                        f"\t{created}\t{meta}\n"
+                    )
+                    last = job
+                lines.append(f"{job_id}{head}{copy_text(job.payload)}{tail}")
                 out.append(Inserted(job_id, True, run_at, now))
                 if len(lines) >= COPY_LINES:
                     copy.write("".join(lines))

@@ -164,15 +164,23 @@ class PostgresStore(
         single statement, which is then its own transaction (no BEGIN/COMMIT round trips).
 
         Shielded (:mod:`durq.shield`) from before the checkout until the connection is back
-        in the pool: a task body's interruption cannot leak it or leave it mid-transaction."""
+        in the pool: a task body's interruption cannot leak it or leave it mid-transaction.
+
+        ``getconn`` / ``putconn`` rather than ``pool.connection()``: the connections are in
+        autocommit mode, so the commit-or-rollback of the connection's own context (a
+        no-op here, but a lock and a wait each time) is left out; a connection returned
+        inside a transaction is still rolled back by the pool."""
         shield_enter()
         try:
-            with self._pool.connection() as conn:
+            conn = self._pool.getconn()
+            try:
                 if transaction:
                     with conn.transaction():
                         yield conn
                 else:
                     yield conn
+            finally:
+                self._pool.putconn(conn)
         except StoreError:
             raise
         except (psycopg.Error, OSError) as exc:
