@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -261,6 +262,22 @@ def test_enqueue_many_is_one_transaction_and_keeps_order(app: durq.Durq) -> None
     with pytest.raises(TypeError):
         app.tasks["work"].enqueue_many([{"n": 1}, {"n": object()}])
     assert len(app.jobs(limit=1000)) == 500
+
+
+def test_an_enqueue_many_error_names_its_item_and_writes_nothing(app: durq.Durq) -> None:
+    register(app)
+    work = app.tasks["work"]
+    items: list[Any] = [{"n": i} for i in range(5)]
+    for bad, match in (
+        ({"m": 1}, r"^item 3 of 5: payload does not fit work\(\)"),
+        ({"n": float("nan")}, r"^item 3 of 5: payload key 'n'"),
+        (7, r"^item 3 of 5: payload (could not be read as|must be) a dict"),
+    ):
+        with pytest.raises(durq.PayloadError, match=match):
+            work.enqueue_many([*items[:3], bad, items[4]])
+        with pytest.raises(durq.PayloadError, match=match.replace("5", "6", 1)):
+            work.enqueue_many([*items[:3], bad, *items[3:]], keys=[f"k{i}" for i in range(6)])
+    assert app.jobs(limit=10) == []
 
 
 def test_attempts_and_backoff_survive_a_restart(
