@@ -247,16 +247,18 @@ class Dependencies:
 
     def settle(
         self, conn: psycopg.Connection[Any], job_ids: Sequence[int], at: float | None
-    ) -> None:
+    ) -> int:
         """After ``job_ids`` became terminal (in this transaction): queue each waiting child
         whose last unfinished parent that was, cancel each whose ``cancel`` parent ended
         other than succeeded, fail each whose payload with its parents' results would hold
-        a NUL character, and follow these endings down."""
+        a NUL character, and follow these endings down. Returns how many children it
+        queued."""
         frontier = [int(i) for i in job_ids]
+        promoted = 0
         while frontier:
             rows = conn.execute(self.sql["FRONTIER"], {"ids": frontier}).fetchall()
             if not rows:
-                return
+                return promoted
             blocker: dict[int, tuple[int, str, str]] = {}
             for child, parent, on_failure, state, task in rows:
                 if on_failure == CANCEL and state != "succeeded" and child not in blocker:
@@ -287,9 +289,11 @@ class Dependencies:
                 conn.execute(
                     self.sql["PROMOTE"], {"ids": ready, "at": at, "channel": self.channel}
                 ).fetchall()
+                promoted += len(ready)
             if ended:
                 self.batches.close_for_jobs(conn, ended, at)
             frontier = ended
+        return promoted
 
     def _cancel(
         self, conn: psycopg.Connection[Any], child: int, why: tuple[int, str, str], at: float | None
