@@ -60,19 +60,20 @@ SET_WAITING = """
 UPDATE {s}.jobs SET state = 'waiting' WHERE id = ANY(%(ids)s::bigint[]) AND state = 'queued'
 """
 
+# The edges from just-finished parents to children that still wait, with the parents'
+# states; the children are locked (FOR UPDATE OF c, in child id order: the lock sits above
+# the sort), and a child that another transaction changed meanwhile is read again once
+# its lock is ours (READ COMMITTED), and left out when it no longer waits. One statement
+# for the read and the lock that were two; the children's other parents are read in a
+# later statement (BLOCKING_PARENT), whose snapshot sees the commits the lock waited for.
 FRONTIER = (
     """
 SELECT d.child_id, d.parent_id, d.on_failure, p.state, p.task
 FROM {s}.job_deps d JOIN {s}.jobs c ON c.id = d.child_id JOIN {s}.jobs p ON p.id = d.parent_id
 WHERE d.parent_id = ANY(%(ids)s::bigint[]) AND c.state = 'waiting' AND p.state IN """
     + TERMINAL_SQL
-    + "\nORDER BY d.child_id, d.parent_id"
+    + "\nORDER BY d.child_id, d.parent_id FOR UPDATE OF c"
 )
-
-LOCK_CHILDREN = """
-SELECT id FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) AND state = 'waiting'
-ORDER BY id FOR UPDATE
-"""
 
 # What keeps the child from running: an unfinished parent, or a 'cancel' parent that ended
 # other than succeeded (one cancelled in this same settle). Parents mostly finish in id
@@ -106,14 +107,17 @@ SET state = %(state)s::text, finished_at = {s}.epoch(%(at)s), lease_token = NULL
 WHERE id = %(id)s AND state IN ('waiting', 'queued')
 """
 
+# The children's payloads (parent NULL: first) and the results passed into them (pass_as),
+# in parent id order, in one statement.
 PASSED_RESULTS = """
-SELECT d.child_id, d.pass_as, d.pass_list, p.result
+SELECT c.id, NULL::bigint, NULL::text, NULL::boolean, c.payload
+FROM {s}.jobs c WHERE c.id = ANY(%(ids)s::bigint[])
+UNION ALL
+SELECT d.child_id, d.parent_id, d.pass_as, d.pass_list, p.result
 FROM {s}.job_deps d JOIN {s}.jobs p ON p.id = d.parent_id
 WHERE d.child_id = ANY(%(ids)s::bigint[]) AND d.pass_as IS NOT NULL
-ORDER BY d.child_id, d.parent_id
+ORDER BY 1, 2 NULLS FIRST
 """
-
-SELECT_PAYLOAD = "SELECT payload FROM {s}.jobs WHERE id = %(id)s"
 
 SET_PAYLOAD = "UPDATE {s}.jobs SET payload = %(payload)s WHERE id = %(id)s"
 
@@ -263,11 +267,9 @@ class Dependencies:
             for child, parent, on_failure, state, task in rows:
                 if on_failure == CANCEL and state != "succeeded" and child not in blocker:
                     blocker[child] = (int(parent), task, state)
-            candidates = sorted({int(r[0]) for r in rows})
-            locked = conn.execute(self.sql["LOCK_CHILDREN"], {"ids": candidates}).fetchall()
             ended: list[int] = []  # cancelled here, or failed (unstorable payload)
             ready: list[int] = []
-            for (child,) in locked:
+            for child in sorted({int(r[0]) for r in rows}):  # locked by FRONTIER
                 if child in blocker:
                     self._cancel(conn, child, blocker[child], at)
                     ended.append(child)
@@ -325,17 +327,19 @@ class Dependencies:
             return unstorable
         rows = conn.execute(self.sql["PASSED_RESULTS"], {"ids": ready}).fetchall()
         by_child: dict[int, dict[str, Any]] = {}
-        for child, name, as_list, result in rows:
-            value = None if result is None else json.loads(decode_with(self.codec(), result))
+        payloads: dict[int, str] = {}
+        for child, parent, name, as_list, text in rows:
+            if parent is None:  # the child's own row, first
+                payloads[int(child)] = text
+                continue
+            value = None if text is None else json.loads(decode_with(self.codec(), text))
             args = by_child.setdefault(int(child), {})
             if as_list:
                 args.setdefault(name, []).append(value)
             else:
                 args[name] = value
         for child, args in by_child.items():
-            row = conn.execute(self.sql["SELECT_PAYLOAD"], {"id": child}).fetchone()
-            assert row is not None
-            body = json.loads(decode_with(self.codec(), row[0]))
+            body = json.loads(decode_with(self.codec(), payloads[child]))
             body.update(args)
             stored = encode_with(self.codec(), json.dumps(body))
             problem = nul_problem("its payload with its parents' results", stored, False)
