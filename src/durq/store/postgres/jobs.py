@@ -272,12 +272,13 @@ class JobsMixin(PostgresBase):
         left = [o for o in outcomes if o.job_id not in done]
         if left:  # stale outcomes, or jobs with children: finished with their settle
 
-            def claim_promoted(conn: psycopg.Connection[Any]) -> None:
+            def claim_promoted(conn: psycopg.Connection[Any]) -> set[int]:
                 # the children those finishes queued (a chain's next step), claimed in the
                 # same transaction: else they wait for the NOTIFY and a claim of their own
+                before = len(claimed)
                 for queue in queues:
                     if len(claimed) + len(capped) >= limit:
-                        return
+                        break
                     params["queue"], params["limit"] = queue, limit - len(claimed) - len(capped)
                     rows = conn.execute(self._sql["CLAIM"], params).fetchall()
                     seen[queue] = seen.get(queue, False) or any(
@@ -286,6 +287,7 @@ class JobsMixin(PostgresBase):
                     if queue not in fair and any(r[0] is None and r[1] == -1 for r in rows):
                         fair.append(queue)
                     claimed.extend(self._claimed_in_order([r[1:] for r in rows if r[0]]))
+                return {c.id for c in claimed[before:]}
 
             more = claim_promoted if limit > 0 and queues else None
             held |= self._finish_parents(left, params, at, more)
@@ -329,12 +331,13 @@ class JobsMixin(PostgresBase):
         left: Sequence[Outcome],
         params: dict[str, Any],
         at: float | None,
-        claim: Callable[[psycopg.Connection[Any]], None] | None = None,
+        claim: Callable[[psycopg.Connection[Any]], set[int]] | None = None,
     ) -> set[tuple[int, int]]:
         """Record the outcomes of jobs that have children (the hot statement leaves them)
         in one transaction with the children's settle, their batches' close and on_fail
         hooks, and, when the settle queued children and ``claim`` is given, ``claim(conn)``
-        in that transaction too (a later statement: it sees them). Outcomes whose token no
+        in that transaction too (a later statement: it sees them; it returns the ids it
+        claimed, and the others are announced with a NOTIFY). Outcomes whose token no
         longer holds change nothing, as before. Returns (id, token) of the outcomes
         written."""
         ids = {o.job_id for o in left}
@@ -352,9 +355,12 @@ class JobsMixin(PostgresBase):
             marked = [o.job_id for o in left if o.on_fail and _key(o) in held]
             if marked:
                 self._fail_hooks(conn, marked, at, flagged=False)
-            promoted = self._deps.settle(conn, ended, at)
+            promoted = self._deps.settle(conn, ended, at, quiet=claim is not None)
             if promoted and claim is not None:
-                claim(conn)
+                taken = claim(conn)  # then wake the workers for those it left queued
+                left_queued = [i for i in promoted if i not in taken]
+                if left_queued:
+                    self._deps.notify_queued(conn, left_queued)
         return held
 
     @staticmethod
