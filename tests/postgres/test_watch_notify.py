@@ -94,6 +94,7 @@ def test_a_chain_step_claimed_by_its_finisher_sends_no_notify_and_one_left_queue
     try:
         first, second, third = app.chain(work.s(), work.s(), other.s())
         (c1,) = app.store.claim("default", ["work"], 1, LEASE, "w1")
+        assert c1.id == first.id
         with listening(pg_url) as arrived:
             _, claimed = app.store.finish_and_claim(
                 [Outcome(c1.id, c1.lease_token, "succeeded", result="null")],
