@@ -362,3 +362,44 @@ def test_a_child_of_a_member_of_an_aborted_batch_is_cancelled_with_it(
         raise RuntimeError("the block failed")
     assert state(app, member) == "cancelled" and state(app, child) == "cancelled"
     assert app.store.stuck_waiting() == []
+
+
+def test_the_finish_of_a_chain_step_claims_the_next_step_in_the_same_call(
+    app: durq.Durq,
+) -> None:
+    """The worker's finish-and-claim queues the next step and claims it at once: it does not
+    wait for a claim round of its own (PostgreSQL: the NOTIFY and an idle poll)."""
+    register(app)
+    add = app.tasks["add"]
+    jobs = app.chain(add.s(x=1), add.s(), add.s())
+    (first,) = claim(app)
+    tasks = ["step", "add", "total"]
+    applied, claimed = app.store.finish_and_claim(
+        [ok(first, "2")], ["default"], tasks, 10, LEASE, "w1", limited=1
+    )
+    assert applied == [True]
+    assert [c.id for c in claimed] == [jobs[1].id]
+    assert claimed[0].payload is not None and '"x": 2' in claimed[0].payload
+    assert state(app, jobs[1]) == "running" and state(app, jobs[2]) == "waiting"
+    applied, claimed = app.store.finish_and_claim(
+        [ok(claimed[0], "3")], ["default"], tasks, 10, LEASE, "w1", limited=1
+    )
+    assert applied == [True] and [c.id for c in claimed] == [jobs[2].id]
+
+
+def test_a_child_of_a_parent_cancelled_in_the_same_settle_is_decided_in_it(
+    app: durq.Durq,
+) -> None:
+    """p fails: a (after p) is cancelled; b (after p and a, on_parent_failure='run') then
+    runs, in the transaction of p's failure, although a was still waiting when b was first
+    looked at."""
+    register(app)
+    step = app.tasks["step"]
+    p = step.enqueue(n=1)
+    a = step.options(after=[p]).enqueue(n=2)
+    b = step.options(after=[p, a], on_parent_failure="run").enqueue(n=3)
+    (claimed,) = claim(app)
+    assert app.store.finish([bad(claimed)]) == [True]
+    assert state(app, a) == "cancelled"
+    assert state(app, b) == "queued"
+    assert app.store.stuck_waiting() == []

@@ -90,3 +90,40 @@ def test_a_reap_notifies_the_cancel_watches(pg_url: str) -> None:
     with listening(pg_url) as arrived:
         assert app.store.reap().job_ids == (job.id,)
         assert CANCEL_PAYLOAD in arrived()
+
+
+def test_a_chain_step_claimed_by_its_finisher_sends_no_notify_and_one_left_queued_does(
+    pg_url: str,
+) -> None:
+    """The finish of a parent claims the children it queued in its own transaction and
+    announces only those left queued: no wake-up (and claim round) of the worker for a
+    step it already holds; the other workers still hear of a child it did not take."""
+    from durq.model import Outcome
+
+    app = durq.Durq(pg_url)
+
+    @app.task
+    def work() -> None: ...
+
+    @app.task(queue="elsewhere")
+    def other() -> None: ...
+
+    try:
+        first, second, third = app.chain(work.s(), work.s(), other.s())
+        (c1,) = app.store.claim("default", ["work"], 1, LEASE, "w1")
+        assert c1.id == first.id
+        with listening(pg_url) as arrived:
+            _, claimed = app.store.finish_and_claim(
+                [Outcome(c1.id, c1.lease_token, "succeeded", result="null")],
+                ["default"], ["work"], 10, LEASE, "w1", limited=1,
+            )  # fmt: skip
+            assert [c.id for c in claimed] == [second.id]
+            _, claimed = app.store.finish_and_claim(
+                [Outcome(second.id, claimed[0].lease_token, "succeeded", result="null")],
+                ["default"], ["work"], 10, LEASE, "w1", limited=1,
+            )  # fmt: skip
+            assert claimed == []  # its queue is not this worker's
+            assert arrived() == ["elsewhere"]  # one NOTIFY: the step left queued
+        assert app.get(third.id).state == "queued"
+    finally:
+        app.close()

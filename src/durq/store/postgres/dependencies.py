@@ -60,31 +60,38 @@ SET_WAITING = """
 UPDATE {s}.jobs SET state = 'waiting' WHERE id = ANY(%(ids)s::bigint[]) AND state = 'queued'
 """
 
+# The edges from just-finished parents to children that still wait, with the parents'
+# states; the children are locked (FOR UPDATE OF c, in child id order: the lock sits above
+# the sort), and a child that another transaction changed meanwhile is read again once
+# its lock is ours (READ COMMITTED), and left out when it no longer waits. One statement
+# for the read and the lock that were two; the children's other parents are read in a
+# later statement (BLOCKING_PARENT), whose snapshot sees the commits the lock waited for.
 FRONTIER = (
     """
 SELECT d.child_id, d.parent_id, d.on_failure, p.state, p.task
 FROM {s}.job_deps d JOIN {s}.jobs c ON c.id = d.child_id JOIN {s}.jobs p ON p.id = d.parent_id
 WHERE d.parent_id = ANY(%(ids)s::bigint[]) AND c.state = 'waiting' AND p.state IN """
     + TERMINAL_SQL
-    + "\nORDER BY d.child_id, d.parent_id"
+    + "\nORDER BY d.child_id, d.parent_id FOR UPDATE OF c"
 )
-
-LOCK_CHILDREN = """
-SELECT id FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) AND state = 'waiting'
-ORDER BY id FOR UPDATE
-"""
 
 # What keeps the child from running: an unfinished parent, or a 'cancel' parent that ended
 # other than succeeded (one cancelled in this same settle). Parents mostly finish in id
-# order: the scan starts at the highest parent id.
+# order: the scan starts at the highest parent id. Else, a row of NULLs when the child
+# takes a parent's result (pass_as; the outer LIMIT stops the Append at the first row, so
+# that probe runs only for a child nothing blocks), no row when it takes none.
 BLOCKING_PARENT = (
     """
-SELECT p.id, p.task, p.state FROM {s}.job_deps d JOIN {s}.jobs p ON p.id = d.parent_id
-WHERE d.child_id = %(id)s
-  AND (p.state NOT IN """
+(SELECT p.id, p.task, p.state FROM {s}.job_deps d JOIN {s}.jobs p ON p.id = d.parent_id
+ WHERE d.child_id = %(id)s
+   AND (p.state NOT IN """
     + TERMINAL_SQL
     + """ OR (d.on_failure = 'cancel' AND p.state <> 'succeeded'))
-ORDER BY d.parent_id DESC LIMIT 1"""
+ ORDER BY d.parent_id DESC LIMIT 1)
+UNION ALL
+(SELECT NULL::bigint, NULL::text, NULL::text FROM {s}.job_deps x
+ WHERE x.child_id = %(id)s AND x.pass_as IS NOT NULL LIMIT 1)
+LIMIT 1"""
 )
 
 PROMOTE = """
@@ -93,6 +100,20 @@ WITH up AS (
     WHERE id = ANY(%(ids)s::bigint[]) AND state = 'waiting'
     RETURNING queue)
 SELECT pg_notify(%(channel)s, q) FROM (SELECT DISTINCT queue AS q FROM up) AS u
+"""
+
+# The same without the NOTIFY, for a settle whose caller claims in its transaction next
+# (a worker's finish): it wakes the workers once its claim is done, for what is left
+# (NOTIFY_QUEUED), rather than itself for a claim round that finds its children taken.
+PROMOTE_QUIET = """
+UPDATE {s}.jobs SET state = 'queued', run_at = greatest(run_at, {s}.epoch(%(at)s))
+WHERE id = ANY(%(ids)s::bigint[]) AND state = 'waiting'
+"""
+
+NOTIFY_QUEUED = """
+SELECT pg_notify(%(channel)s, q)
+FROM (SELECT DISTINCT queue AS q FROM {s}.jobs
+      WHERE id = ANY(%(ids)s::bigint[]) AND state = 'queued') AS u
 """
 
 # A child that will not run: cancelled by its parent (type ParentFailed), or failed when
@@ -106,14 +127,17 @@ SET state = %(state)s::text, finished_at = {s}.epoch(%(at)s), lease_token = NULL
 WHERE id = %(id)s AND state IN ('waiting', 'queued')
 """
 
+# The children's payloads (parent NULL: first) and the results passed into them (pass_as),
+# in parent id order, in one statement.
 PASSED_RESULTS = """
-SELECT d.child_id, d.pass_as, d.pass_list, p.result
+SELECT c.id, NULL::bigint, NULL::text, NULL::boolean, c.payload
+FROM {s}.jobs c WHERE c.id = ANY(%(ids)s::bigint[])
+UNION ALL
+SELECT d.child_id, d.parent_id, d.pass_as, d.pass_list, p.result
 FROM {s}.job_deps d JOIN {s}.jobs p ON p.id = d.parent_id
 WHERE d.child_id = ANY(%(ids)s::bigint[]) AND d.pass_as IS NOT NULL
-ORDER BY d.child_id, d.parent_id
+ORDER BY 1, 2 NULLS FIRST
 """
-
-SELECT_PAYLOAD = "SELECT payload FROM {s}.jobs WHERE id = %(id)s"
 
 SET_PAYLOAD = "UPDATE {s}.jobs SET payload = %(payload)s WHERE id = %(id)s"
 
@@ -246,26 +270,32 @@ class Dependencies:
             self.settle(conn, cancelled, at)
 
     def settle(
-        self, conn: psycopg.Connection[Any], job_ids: Sequence[int], at: float | None
-    ) -> None:
+        self,
+        conn: psycopg.Connection[Any],
+        job_ids: Sequence[int],
+        at: float | None,
+        quiet: bool = False,
+    ) -> list[int]:
         """After ``job_ids`` became terminal (in this transaction): queue each waiting child
         whose last unfinished parent that was, cancel each whose ``cancel`` parent ended
         other than succeeded, fail each whose payload with its parents' results would hold
-        a NUL character, and follow these endings down."""
+        a NUL character, and follow these endings down. Returns the ids of the children it
+        queued. ``quiet``: no NOTIFY for them; the caller sends :meth:`notify_queued` once
+        it has claimed what it will (in this transaction)."""
         frontier = [int(i) for i in job_ids]
+        promoted: list[int] = []
         while frontier:
             rows = conn.execute(self.sql["FRONTIER"], {"ids": frontier}).fetchall()
             if not rows:
-                return
+                return promoted
             blocker: dict[int, tuple[int, str, str]] = {}
             for child, parent, on_failure, state, task in rows:
                 if on_failure == CANCEL and state != "succeeded" and child not in blocker:
                     blocker[child] = (int(parent), task, state)
-            candidates = sorted({int(r[0]) for r in rows})
-            locked = conn.execute(self.sql["LOCK_CHILDREN"], {"ids": candidates}).fetchall()
             ended: list[int] = []  # cancelled here, or failed (unstorable payload)
             ready: list[int] = []
-            for (child,) in locked:
+            passing: list[int] = []  # ready, and takes its parents' results
+            for child in sorted({int(r[0]) for r in rows}):  # locked by FRONTIER
                 if child in blocker:
                     self._cancel(conn, child, blocker[child], at)
                     ended.append(child)
@@ -273,23 +303,38 @@ class Dependencies:
                     row = conn.execute(self.sql["BLOCKING_PARENT"], {"id": child}).fetchone()
                     if row is None:
                         ready.append(child)
+                    elif row[0] is None:
+                        passing.append(child)
                     elif row[2] in TERMINAL:  # a 'cancel' parent that did not succeed
                         self._cancel(conn, child, (int(row[0]), row[1], row[2]), at)
                         ended.append(child)
-            if ready:
+            if passing:
                 # a payload PostgreSQL cannot store fails its child here, so the parent's
                 # finish (and the other outcomes of its transaction) still commit
-                for child, message in self._pass_results(conn, ready):
-                    ready.remove(child)
+                failed = dict(self._pass_results(conn, passing))
+                for child, message in failed.items():
                     self._end(conn, child, "failed", UNSTORABLE, message, at)
                     ended.append(child)
+                ready = sorted(ready + [c for c in passing if c not in failed])
             if ready:
-                conn.execute(
-                    self.sql["PROMOTE"], {"ids": ready, "at": at, "channel": self.channel}
-                ).fetchall()
+                if quiet:
+                    conn.execute(self.sql["PROMOTE_QUIET"], {"ids": ready, "at": at})
+                else:
+                    conn.execute(
+                        self.sql["PROMOTE"], {"ids": ready, "at": at, "channel": self.channel}
+                    ).fetchall()
+                promoted.extend(ready)
             if ended:
                 self.batches.close_for_jobs(conn, ended, at)
             frontier = ended
+        return promoted
+
+    def notify_queued(self, conn: psycopg.Connection[Any], job_ids: Sequence[int]) -> None:
+        """The NOTIFY of a quiet settle (at commit): for the queues of those of ``job_ids``
+        still queued (not claimed meanwhile in this transaction)."""
+        conn.execute(
+            self.sql["NOTIFY_QUEUED"], {"ids": list(job_ids), "channel": self.channel}
+        ).fetchall()
 
     def _cancel(
         self, conn: psycopg.Connection[Any], child: int, why: tuple[int, str, str], at: float | None
@@ -321,17 +366,19 @@ class Dependencies:
             return unstorable
         rows = conn.execute(self.sql["PASSED_RESULTS"], {"ids": ready}).fetchall()
         by_child: dict[int, dict[str, Any]] = {}
-        for child, name, as_list, result in rows:
-            value = None if result is None else json.loads(decode_with(self.codec(), result))
+        payloads: dict[int, str] = {}
+        for child, parent, name, as_list, text in rows:
+            if parent is None:  # the child's own row, first
+                payloads[int(child)] = text
+                continue
+            value = None if text is None else json.loads(decode_with(self.codec(), text))
             args = by_child.setdefault(int(child), {})
             if as_list:
                 args.setdefault(name, []).append(value)
             else:
                 args[name] = value
         for child, args in by_child.items():
-            row = conn.execute(self.sql["SELECT_PAYLOAD"], {"id": child}).fetchone()
-            assert row is not None
-            body = json.loads(decode_with(self.codec(), row[0]))
+            body = json.loads(decode_with(self.codec(), payloads[child]))
             body.update(args)
             stored = encode_with(self.codec(), json.dumps(body))
             problem = nul_problem("its payload with its parents' results", stored, False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -279,6 +279,28 @@ class JobsMixin(PostgresBase):
                 seen[queue] = any(r[0] is None and r[1] != -1 for r in rows)
                 fair.extend(queue for r in rows if r[0] is None and r[1] == -1)
                 claimed.extend(self._claimed_in_order([r[1:] for r in rows if r[0]]))
+        left = [o for o in outcomes if o.job_id not in done]
+        if left:  # stale outcomes, or jobs with children: finished with their settle
+
+            def claim_promoted(conn: psycopg.Connection[Any]) -> set[int]:
+                # the children those finishes queued (a chain's next step), claimed in the
+                # same transaction: else they wait for the NOTIFY and a claim of their own
+                before = len(claimed)
+                for queue in queues:
+                    if len(claimed) + len(capped) >= limit:
+                        break
+                    params["queue"], params["limit"] = queue, limit - len(claimed) - len(capped)
+                    rows = conn.execute(self._sql["CLAIM"], params).fetchall()
+                    seen[queue] = seen.get(queue, False) or any(
+                        r[0] is None and r[1] != -1 for r in rows
+                    )
+                    if queue not in fair and any(r[0] is None and r[1] == -1 for r in rows):
+                        fair.append(queue)
+                    claimed.extend(self._claimed_in_order([r[1:] for r in rows if r[0]]))
+                return {c.id for c in claimed[before:]}
+
+            more = claim_promoted if limit > 0 and queues else None
+            held |= self._finish_parents(left, params, at, more)
         for queue in fair:
             if len(claimed) + len(capped) < limit:
                 claimed.extend(
@@ -286,9 +308,6 @@ class JobsMixin(PostgresBase):
                         queue, tasks, limit - len(claimed) - len(capped), lease, worker_id
                     )
                 )
-        left = [o for o in outcomes if o.job_id not in done]
-        if left:  # stale outcomes, or jobs with children: finished with their settle
-            held |= self._finish_parents(left, params, at)
         for queue, waiting in seen.items():
             if not waiting:
                 self._limited_queues.discard(queue)
@@ -318,12 +337,19 @@ class JobsMixin(PostgresBase):
         return {r[0] for r in rows}
 
     def _finish_parents(
-        self, left: Sequence[Outcome], params: dict[str, Any], at: float | None
+        self,
+        left: Sequence[Outcome],
+        params: dict[str, Any],
+        at: float | None,
+        claim: Callable[[psycopg.Connection[Any]], set[int]] | None = None,
     ) -> set[tuple[int, int]]:
         """Record the outcomes of jobs that have children (the hot statement leaves them)
         in one transaction with the children's settle, their batches' close and on_fail
-        hooks. Outcomes whose token no longer holds change nothing, as before. Returns
-        (id, token) of the outcomes written."""
+        hooks, and, when the settle queued children and ``claim`` is given, ``claim(conn)``
+        in that transaction too (a later statement: it sees them; it returns the ids it
+        claimed, and the others are announced with a NOTIFY). Outcomes whose token no
+        longer holds change nothing, as before. Returns (id, token) of the outcomes
+        written."""
         ids = {o.job_id for o in left}
         keep = [i for i, job_id in enumerate(params["ids"]) if job_id in ids]
         sub = {k: ([v[i] for i in keep] if k in _OUTCOME_ARRAYS else v) for k, v in params.items()}
@@ -339,7 +365,12 @@ class JobsMixin(PostgresBase):
             marked = [o.job_id for o in left if o.on_fail and _key(o) in held]
             if marked:
                 self._fail_hooks(conn, marked, at, flagged=False)
-            self._deps.settle(conn, ended, at)
+            promoted = self._deps.settle(conn, ended, at, quiet=claim is not None)
+            if promoted and claim is not None:
+                taken = claim(conn)  # then wake the workers for those it left queued
+                left_queued = [i for i in promoted if i not in taken]
+                if left_queued:
+                    self._deps.notify_queued(conn, left_queued)
         return held
 
     @staticmethod

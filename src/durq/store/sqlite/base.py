@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import sqlite3
+    import threading
     from collections.abc import Callable, Sequence
 
     from durq.codecs import Codec
@@ -28,8 +29,7 @@ class SqliteBase:
         codec: Codec | None
         options: SqliteOptions
         _clock: Callable[[], float]
-        _data_version: int | None
-        _watch_conn: sqlite3.Connection | None
+        _local: threading.local
         _gate: WriteGate
 
         # plumbing (store.py)
@@ -75,7 +75,11 @@ class SqliteBase:
         ) -> None: ...
 
         def _claim_limited(
-            self, conn: sqlite3.Connection, params: dict[str, Any], limit: int
+            self,
+            conn: sqlite3.Connection,
+            params: dict[str, Any],
+            limit: int,
+            probed: bool = False,
         ) -> list[Claimed]: ...
 
         # workflows.py

@@ -22,6 +22,15 @@ from durq.store.sqlite import batches as sb
 from durq.store.sqlite.queries import HISTORY
 
 IDS = "(SELECT value FROM json_each(:ids))"
+
+
+def _terminal(column: str) -> str:
+    """``column IN TERMINAL_SQL`` as comparisons: SQLite builds a constant list of more
+    than two values into an ephemeral table at each run of the statement (about 15,000
+    instructions), comparisons cost nothing of the sort."""
+    return "(" + " OR ".join(f"{column} = '{state}'" for state in TERMINAL) + ")"
+
+
 TERMINAL_STATES = frozenset(TERMINAL)
 
 # Marks the parents (they now have children) and reads their states in one statement.
@@ -36,28 +45,49 @@ VALUES (?, ?, ?, ?, ?)
 
 SET_WAITING = f"UPDATE jobs SET state = 'waiting' WHERE id IN {IDS} AND state = 'queued'"
 
-# The edges from just-finished parents to children that still wait, with the parents' states.
-FRONTIER = f"""
-SELECT d.child_id, d.parent_id, d.on_failure, p.state, p.task
+# The waiting children of just-finished parents, one row each (in id order), with what
+# decides them, in one statement:
+# - the first of those parents (by id) on a 'cancel' edge that ended other than succeeded,
+#   with its task and state (SQLite takes the bare columns of a lone min() from its row);
+# - else (coalesce stops at its first non-NULL argument) what keeps the child from running,
+#   as a JSON [id, task, state]: an unfinished parent, or a 'cancel' parent that ended other
+#   than succeeded. Parents mostly finish in id order, so the scan starts at the highest
+#   parent id (the primary key read backwards): a 10,000-wide fan-in answers at its first
+#   row;
+# - else 1 when the child takes a parent's result (pass_as), NULL when it takes none.
+# One statement instead of one for the edges and one per child (and one more for the
+# results a chain step never passes): each statement is a round trip of its own.
+_FRONTIER = f"""
+SELECT d.child_id,
+       min(CASE WHEN d.on_failure = '{CANCEL}' AND p.state <> 'succeeded' THEN d.parent_id END),
+       p.task, p.state,
+       CASE WHEN min(CASE WHEN d.on_failure = '{CANCEL}' AND p.state <> 'succeeded'
+                     THEN d.parent_id END) IS NULL THEN coalesce(
+           (SELECT json_array(b.id, b.task, b.state)
+            FROM job_deps bd JOIN jobs b ON b.id = bd.parent_id
+            WHERE bd.child_id = d.child_id
+              AND (NOT {_terminal("b.state")}
+                   OR (bd.on_failure = '{CANCEL}' AND b.state <> 'succeeded'))
+            ORDER BY bd.parent_id DESC LIMIT 1),
+           (SELECT 1 FROM job_deps x WHERE x.child_id = d.child_id AND x.pass_as IS NOT NULL
+            LIMIT 1)) END
 FROM job_deps d JOIN jobs c ON c.id = d.child_id JOIN jobs p ON p.id = d.parent_id
-WHERE d.parent_id IN {IDS} AND c.state = 'waiting' AND p.state IN {TERMINAL_SQL}
-ORDER BY d.child_id, d.parent_id
+WHERE d.parent_id IN {{ids}} AND c.state = 'waiting' AND {_terminal("p.state")}
+GROUP BY d.child_id ORDER BY d.child_id
 """
 
-# What keeps the child from running: an unfinished parent, or a 'cancel' parent that ended
-# other than succeeded (one cancelled in this same settle, before the child is looked at).
-# Parents mostly finish in id order, so the scan starts at the highest parent id (the
-# primary key read backwards): a 10,000-wide fan-in answers at its first row.
-BLOCKING_PARENT = f"""
-SELECT p.id, p.task, p.state FROM job_deps d JOIN jobs p ON p.id = d.parent_id
-WHERE d.child_id = :id
-  AND (p.state NOT IN {TERMINAL_SQL} OR (d.on_failure = '{CANCEL}' AND p.state <> 'succeeded'))
-ORDER BY d.parent_id DESC LIMIT 1
-"""
+#: FRONTIER of one parent (a chain step): ``= :id`` reads the index without the ephemeral
+#: table SQLite builds for ``IN (SELECT value FROM json_each(...))``.
+FRONTIER = _FRONTIER.format(ids=IDS)
+FRONTIER_ONE = _FRONTIER.format(ids="(:id)")
 
 PROMOTE = f"""
 UPDATE jobs SET state = 'queued', run_at = max(run_at, :now)
 WHERE id IN {IDS} AND state = 'waiting'
+"""
+
+PROMOTE_ONE = """
+UPDATE jobs SET state = 'queued', run_at = max(run_at, :now) WHERE id = :id AND state = 'waiting'
 """
 
 CANCEL_CHILD = f"""
@@ -67,16 +97,24 @@ SET state = 'cancelled', finished_at = :now, lease_token = NULL, lease_expires_a
 WHERE id = :id AND state IN ('waiting', 'queued')
 """
 
+# The children's payloads (parent NULL: first) and the results passed into them (pass_as),
+# in parent id order, in one statement.
 PASSED_RESULTS = f"""
-SELECT d.child_id, d.pass_as, d.pass_list, p.result
+SELECT c.id, NULL, NULL, NULL, c.payload FROM jobs c WHERE c.id IN {IDS}
+UNION ALL
+SELECT d.child_id, d.parent_id, d.pass_as, d.pass_list, p.result
 FROM job_deps d JOIN jobs p ON p.id = d.parent_id
 WHERE d.child_id IN {IDS} AND d.pass_as IS NOT NULL
-ORDER BY d.child_id, d.parent_id
+ORDER BY 1, 2
 """
 
-SELECT_PAYLOAD = "SELECT payload FROM jobs WHERE id = :id"
-
 SET_PAYLOAD = "UPDATE jobs SET payload = :payload WHERE id = :id"
+
+# A child that takes its parents' results: its new payload and its promotion in one write.
+PROMOTE_WITH = """
+UPDATE jobs SET payload = :payload, state = 'queued', run_at = max(run_at, :now)
+WHERE id = :id AND state = 'waiting'
+"""
 
 # Reads for durq jobs show / tree and ctx.parent_results().
 EDGES_OF = f"""
@@ -159,30 +197,45 @@ def settle(
 ) -> None:
     """After ``job_ids`` became terminal: queue each waiting child whose last parent that
     was, cancel each whose ``cancel`` parent ended other than succeeded, and follow the
-    cancellations down the graph. No-op (one indexed read) for jobs without children."""
+    cancellations down the graph. No-op (one indexed read) for jobs without children.
+
+    A chain step is one read (:data:`FRONTIER`) and one write (:data:`PROMOTE`), or
+    :data:`PASSED_RESULTS` and one :data:`PROMOTE_WITH` per child when the child takes a
+    result. A child decided from a parent cancelled in the same round (both in one
+    frontier) is decided again in the next round, whose frontier is the cancelled jobs."""
     frontier = list(job_ids)
     while frontier:
-        rows = conn.execute(FRONTIER, {"ids": json.dumps(frontier)}).fetchall()
+        if len(frontier) == 1:
+            rows = conn.execute(FRONTIER_ONE, {"id": frontier[0]}).fetchall()
+        else:
+            rows = conn.execute(FRONTIER, {"ids": json.dumps(frontier)}).fetchall()
         if not rows:
             return
         cancelled: list[int] = []
         ready: list[int] = []
-        blocker: dict[int, tuple[int, str, str]] = {}
-        for child, parent, on_failure, state, task in rows:
-            if on_failure == CANCEL and state != "succeeded" and child not in blocker:
-                blocker[child] = (parent, task, state)
-        for child in dict.fromkeys(r[0] for r in rows):
-            if child in blocker:
-                _cancel(conn, child, blocker[child], now)
-                cancelled.append(child)
+        passing: list[int] = []
+        for child, failed, task, state, blocked in rows:
+            if failed is not None:
+                why: tuple[int, str, str] = (failed, task, state)
+            elif blocked is None or blocked == 1:  # nothing blocks it: it runs
+                (ready if blocked is None else passing).append(child)
+                continue
             else:
-                row = conn.execute(BLOCKING_PARENT, {"id": child}).fetchone()
-                if row is None:
-                    ready.append(child)
-                elif row[2] in TERMINAL_STATES:  # a 'cancel' parent that did not succeed
-                    _cancel(conn, child, (row[0], row[1], row[2]), now)
-                    cancelled.append(child)
-        _promote(conn, ready, now, codec)
+                parent, ptask, pstate = json.loads(blocked)
+                if pstate not in TERMINAL_STATES:  # an unfinished parent: it waits
+                    continue
+                why = (parent, ptask, pstate)  # a 'cancel' parent that did not succeed
+            _cancel(conn, child, why, now)
+            cancelled.append(child)
+        if passing:
+            payloads = _with_results(conn, passing, codec)
+            for child, payload in payloads.items():
+                conn.execute(PROMOTE_WITH, {"id": child, "payload": payload, "now": now})
+            ready.extend(c for c in passing if c not in payloads)
+        if len(ready) == 1:
+            conn.execute(PROMOTE_ONE, {"id": ready[0], "now": now})
+        elif ready:
+            conn.execute(PROMOTE, {"ids": json.dumps(ready), "now": now})
         if cancelled:
             sb.close_for_jobs(conn, cancelled, now)
         frontier = cancelled
@@ -225,24 +278,29 @@ def _cancel(conn: sqlite3.Connection, child: int, why: tuple[int, str, str], now
     conn.execute(CANCEL_CHILD, {"id": child, "now": now, "error": json.dumps(error)})
 
 
-def _promote(conn: sqlite3.Connection, ready: list[int], now: float, codec: Codec | None) -> None:
-    if not ready:
-        return
-    _pass_results(conn, ready, codec)
-    conn.execute(PROMOTE, {"ids": json.dumps(ready), "now": now})
-
-
 def _pass_results(conn: sqlite3.Connection, ready: list[int], codec: Codec | None) -> None:
-    """Write the parents' results into the arguments named by ``pass_as`` (dq.chain and
-    dq.group(...).then): the value, or the list of a fan-in's results in parent id order."""
+    """Write the parents' results into the new payloads of ``ready`` (queued already)."""
     if not ready:
         return
+    for child, payload in _with_results(conn, ready, codec).items():
+        conn.execute(SET_PAYLOAD, {"id": child, "payload": payload})
+
+
+def _with_results(
+    conn: sqlite3.Connection, ready: list[int], codec: Codec | None
+) -> dict[int, str]:
+    """The new payloads (stored text, by child id) of the children among ``ready`` that
+    take results: the parents' results written into the arguments named by ``pass_as``
+    (dq.chain and dq.group(...).then): the value, or the list of a fan-in's results in
+    parent id order. A child that takes none is left out."""
     rows = conn.execute(PASSED_RESULTS, {"ids": json.dumps(ready)}).fetchall()
-    if not rows:
-        return
     by_child: dict[int, dict[str, object]] = {}
-    for child, name, as_list, result in rows:
-        value = None if result is None else json.loads(decode_with(codec, result))
+    payloads: dict[int, str] = {}
+    for child, parent, name, as_list, value_text in rows:
+        if parent is None:  # the child's own row, first
+            payloads[child] = value_text
+            continue
+        value = None if value_text is None else json.loads(decode_with(codec, value_text))
         args = by_child.setdefault(child, {})
         if as_list:
             bucket = args.setdefault(name, [])
@@ -250,9 +308,9 @@ def _pass_results(conn: sqlite3.Connection, ready: list[int], codec: Codec | Non
             bucket.append(value)
         else:
             args[name] = value
+    out: dict[int, str] = {}
     for child, args in by_child.items():
-        (payload,) = conn.execute(SELECT_PAYLOAD, {"id": child}).fetchone()
-        body = json.loads(decode_with(codec, payload))
+        body = json.loads(decode_with(codec, payloads[child]))
         body.update(args)
-        stored = encode_with(codec, json.dumps(body))
-        conn.execute(SET_PAYLOAD, {"id": child, "payload": stored})
+        out[child] = encode_with(codec, json.dumps(body))
+    return out

@@ -181,8 +181,10 @@ class JobsMixin(SqliteBase):
                 for queue in queues:
                     params["queue"] = queue
                     room = min(limit - len(claimed) - len(capped), limited - len(capped))
-                    capped.extend(self._claim_limited(conn, params, room))
-                    fair = self._any_fair(conn, params)  # once: nothing adds one meanwhile
+                    # once per queue: nothing adds a limited or fair job meanwhile
+                    any_limited, fair = conn.execute(q.CLAIM_PASSES, params).fetchone()
+                    if any_limited:
+                        capped.extend(self._claim_limited(conn, params, room, probed=True))
                     if fair:
                         n = limit - len(claimed) - len(capped)
                         claimed.extend(self._claim_fair(conn, params, n, probed=True))

@@ -105,6 +105,17 @@ RETURNING id, queue, task, payload, CAST(attempts AS INTEGER), CAST(max_attempts
           CAST(run_at AS REAL), batch_id
 """
 
+# Before the claim of one queue, in its transaction: does it hold limited jobs waiting
+# (the limited pass runs first) and fair-keyed ones (the fair pass)? Two probes of partial
+# indexes (jobs_limited_ready, jobs_fair_ready) in one statement: a queue without either
+# pays one cheap read for both passes.
+CLAIM_PASSES = """
+SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_limited_ready
+               WHERE state = 'queued' AND limit_key IS NOT NULL AND queue = :queue),
+       EXISTS (SELECT 1 FROM jobs
+               WHERE state = 'queued' AND queue = :queue AND fair_key IS NOT NULL)
+"""
+
 # A read before a claim, so that an idle worker takes the write lock only when work is due
 # in a queue that is not paused.
 ANY_READY = """

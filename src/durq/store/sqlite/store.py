@@ -114,8 +114,6 @@ class SqliteStore(
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._data_version: int | None = None
-        self._watch_conn: sqlite3.Connection | None = None
         if auto_migrate:
             self.migrate()
         else:
@@ -214,9 +212,6 @@ class SqliteStore(
                 with contextlib.suppress(sqlite3.Error):
                     conn.close()
             self._all.clear()
-            if self._watch_conn is not None:
-                self._watch_conn.close()
-                self._watch_conn = None
         self._gate.close()
         self._local = threading.local()
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from durq.model import StatusData, WorkerInfo
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.base import SqliteBase
-from durq.store.sqlite.connection import connect, translate
+from durq.store.sqlite.connection import translate
 
 
 class WorkersMixin(SqliteBase):
@@ -113,11 +113,13 @@ class WorkersMixin(SqliteBase):
         return {(int(r[0]), int(r[1])): str(r[2]) for r in rows}
 
     def changed(self) -> bool:
-        if self._watch_conn is None:
-            self._watch_conn = connect(self.options)
-        try:
-            version = int(self._watch_conn.execute(q.DATA_VERSION).fetchone()[0])
-        except sqlite3.Error as exc:
-            raise translate(exc, self.path) from exc
-        seen, self._data_version = self._data_version, version
+        # on the calling thread's own connection (the claimer's): its data version moves
+        # when another connection commits, not at this thread's own commits. The claimer's
+        # own finish-and-claim is no news to it (the claim in that transaction saw what
+        # the finish made runnable), so it does not wake for a claim round of its own
+        # after every commit (one per step of a chain). Versions are per connection,
+        # hence kept per thread.
+        version = int(self._read(q.DATA_VERSION)[0][0])
+        seen = getattr(self._local, "data_version", None)
+        self._local.data_version = version
         return seen is None or seen != version
