@@ -92,23 +92,27 @@ class BodyGuard:
             Interrupted: the body was interrupted (and did not catch it); anything else the
                 body raises passes through.
         """
-        with self._lock:
-            self._thread = threading.get_ident()
+        # CPython raises a pending async exception at its next check (a call's return, a
+        # function's entry, a backward jump), not only inside the body: the thread is
+        # recorded inside the try, and the clean-up loop is inline in the finally (a call
+        # to a helper could take the raise at its own entry and skip the clean-up), so a
+        # raise that lands after the lock's release or as the body returns is caught here
+        # and the guard still forgets the thread. Before, one landing between the ``with``
+        # and the ``try`` left the thread recorded, and the next raise hit the worker's code.
         try:
+            with self._lock:
+                self._thread = threading.get_ident()
             return body()
         finally:
-            self._leave()
-
-    def _leave(self) -> None:
-        while True:
-            try:
-                with self._lock:
-                    thread, self._thread = self._thread, None
-                if thread is not None:
-                    shield.forget(thread)  # one set (or held) just before we left: never raised
-                return
-            except Interrupted:  # raised here rather than in the body: the body is done
-                continue
+            while True:
+                try:
+                    with self._lock:
+                        thread, self._thread = self._thread, None
+                    if thread is not None:
+                        shield.forget(thread)  # one set or held just before: never raised
+                    break
+                except Interrupted:  # raised here rather than in the body: the body is done
+                    continue
 
     def interrupt(self, reason: str) -> bool:
         """Raise :class:`durq.Interrupted` (``reason``) in the body's thread at its next
