@@ -8,7 +8,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common import BenchError, Child, case_dir, median, percentile, read_status_kb, sqlite_url
+from bench.common import (
+    BenchError,
+    Child,
+    case_dir,
+    median,
+    paired_ratios,
+    percentile,
+    read_status_kb,
+    sqlite_url,
+)
 from bench.durq_app import App, make_app
 
 Figures = dict[str, Any]
@@ -175,21 +184,12 @@ def durq_enqueue_one(base: str, n: int, synchronous: str | None) -> Figures:
             for _ in range(n):
                 app.noop.enqueue()
             elapsed = time.perf_counter() - start
-            ratios: list[float] = []
-            block = 50
-            for _ in range(5):
-                durq_s = floor_s = 0.0
-                for _ in range(max(1, n // block)):
-                    t0 = time.perf_counter()
-                    for _ in range(block):
-                        app.noop.enqueue()
-                    t1 = time.perf_counter()
-                    for _ in range(block):
-                        now = time.time()
-                        conn.execute(INSERT, (now, now))
-                    durq_s += t1 - t0
-                    floor_s += time.perf_counter() - t1
-                ratios.append(floor_s / durq_s)
+
+            def raw_insert() -> None:
+                now = time.time()
+                conn.execute(INSERT, (now, now))
+
+            ratios = paired_ratios(app.noop.enqueue, raw_insert, n)
         finally:
             conn.close()
             app.dq.close()

@@ -44,6 +44,33 @@ def median(values: Sequence[float]) -> float:
     return (ordered[mid - 1] + ordered[mid]) / 2.0
 
 
+def paired_ratios(
+    durq_op: Callable[[], object],
+    floor_op: Callable[[], object],
+    n: int,
+    block: int = 50,
+    rounds: int = 5,
+) -> list[float]:
+    """Each of ``rounds`` rounds: ``n`` calls of ``durq_op`` and ``n`` of ``floor_op``,
+    alternating in blocks of ``block`` in this process; returns each round's floor time ÷
+    durq time (durq's rate ÷ the floor's). A change in the machine's load or the disk's
+    commit time hits both sides of a round alike, which separate runs do not."""
+    ratios: list[float] = []
+    for _ in range(rounds):
+        durq_s = floor_s = 0.0
+        for _ in range(max(1, n // block)):
+            t0 = time.perf_counter()
+            for _ in range(block):
+                durq_op()
+            t1 = time.perf_counter()
+            for _ in range(block):
+                floor_op()
+            durq_s += t1 - t0
+            floor_s += time.perf_counter() - t1
+        ratios.append(floor_s / durq_s)
+    return ratios
+
+
 def read_status_kb(pid: int, key: str) -> int:
     """A ``kB`` field (``VmRSS``, ``VmHWM``) of ``/proc/<pid>/status``."""
     with open(f"/proc/{pid}/status", encoding="ascii") as fh:

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from bench.cases import Figures, Sizes, drain_child, fill, latency_figures, pickup_on
-from bench.common import BenchError, Child, case_dir, median
+from bench.common import BenchError, Child, case_dir, median, paired_ratios
 from bench.durq_app import make_app
 from bench.pg import durq_schema, fresh_database
 
@@ -43,23 +43,10 @@ def durq_enqueue_one(pg_url: str, n: int) -> Figures:
             elapsed = time.perf_counter() - start
             schema = url.split("schema=", 1)[1].split("&", 1)[0]
             insert = PG_INSERT.format(s=f'"{schema}"')
-            ratios: list[float] = []
-            block = 50
             with psycopg.connect(pg_url, autocommit=True) as conn:
-                for _ in range(block):  # its statement prepared, as durq's is by now
+                for _ in range(50):  # its statement prepared, as durq's is by now
                     conn.execute(insert)
-                for _ in range(5):
-                    durq_s = floor_s = 0.0
-                    for _ in range(max(1, n // block)):
-                        t0 = time.perf_counter()
-                        for _ in range(block):
-                            app.noop.enqueue()
-                        t1 = time.perf_counter()
-                        for _ in range(block):
-                            conn.execute(insert)
-                        durq_s += t1 - t0
-                        floor_s += time.perf_counter() - t1
-                    ratios.append(floor_s / durq_s)
+                ratios = paired_ratios(app.noop.enqueue, lambda: conn.execute(insert), n)
         finally:
             app.dq.close()
     return {
