@@ -30,34 +30,38 @@ MAX_THREADS = 10_000
 MAX_CHILDREN = 512
 
 
-def _check_name(what: str, value: str, longest: int = 200) -> str:
-    if not isinstance(value, str) or not value or len(value) > longest:
-        raise ConfigError(
-            f"{what} must be a non-empty str of at most {longest} characters, not {value!r}"
-        )
+def check_storable(what: str, value: str) -> str:
+    """``value`` when both backends store it as given: valid Unicode (no lone surrogate,
+    which cannot be encoded as UTF-8) and no NUL character (PostgreSQL's text holds none;
+    refused on SQLite too, so that both backends agree).
+
+    Raises:
+        ConfigError: naming ``what`` and what was wrong.
+    """
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise ConfigError(
             f"{what} must be valid Unicode text (no lone surrogates): {value!r}"
         ) from None
-    if "\x00" in value:  # PostgreSQL text cannot hold it; refuse it on every backend alike
+    if "\x00" in value:
         raise ConfigError(f"{what} must not contain a NUL character: {value!r}")
     return value
+
+
+def _check_name(what: str, value: object, longest: int = 200) -> str:
+    if not isinstance(value, str) or not value or len(value) > longest:
+        raise ConfigError(
+            f"{what} must be a non-empty str of at most {longest} characters, not {value!r}"
+        )
+    return check_storable(what, value)
 
 
 def _check_text(what: str, value: object) -> None:
     """A filter value the database can hold: a str without lone surrogates or NUL."""
     if not isinstance(value, str):
         raise ConfigError(f"{what} must be a str, not {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ConfigError(
-            f"{what} must be valid Unicode text (no lone surrogates): {value!r}"
-        ) from None
-    if "\x00" in value:  # PostgreSQL text cannot hold it; refuse it on every backend alike
-        raise ConfigError(f"{what} must not contain a NUL character: {value!r}")
+    check_storable(what, value)
 
 
 def _check_int(what: str, value: object, low: int, high: int) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from durq.checks import _check_name
 from durq.errors import ConfigError, LimitTimeout, PayloadError
 from durq.model.limits import MAX_RATE_PERIOD, JobLimit
 
@@ -68,24 +69,13 @@ def parse_rate(text: str) -> tuple[int, float]:
 
 
 def check_key(key: object, what: str = "limit key") -> str:
-    """A limit key: a non-empty str of at most 200 characters.
+    """A limit key: a non-empty str of at most 200 characters that both backends store
+    (:func:`durq.checks.check_storable`).
 
     Raises:
         ConfigError: anything else.
     """
-    if not isinstance(key, str) or not key or len(key) > MAX_KEY:
-        raise ConfigError(
-            f"{what} must be a non-empty str of at most {MAX_KEY} characters, not {key!r}"
-        )
-    try:
-        key.encode("utf-8")
-    except UnicodeEncodeError:  # the database cannot store it; the driver would raise
-        raise ConfigError(
-            f"{what} must be valid Unicode text (no lone surrogates): {key!r}"
-        ) from None
-    if "\x00" in key:  # PostgreSQL text cannot hold it; refuse it on every backend alike
-        raise ConfigError(f"{what} must not contain a NUL character: {key!r}")
-    return key
+    return _check_name(what, key, MAX_KEY)
 
 
 def _check_count(what: str, value: object) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from durq.checks import check_storable
 from durq.codecs import decode_with, encode_with, nul_problem
 from durq.errors import ConfigError, DurqError, LeaseLost, PayloadError, StepResultError
 from durq.payload import DEFAULT_PAYLOAD_LIMIT, check_structure, decode, encode
@@ -51,13 +52,7 @@ def check_name(name: object) -> str:
             f"a step name must be a non-empty str of at most {MAX_STEP_NAME} characters, "
             f"not {name!r}"
         )
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ConfigError(f"a step name must be valid Unicode text: {name!r}") from None
-    if "\x00" in name:  # PostgreSQL text cannot hold it; refuse it on every backend alike
-        raise ConfigError(f"a step name must not contain a NUL character: {name!r}")
-    return name
+    return check_storable("a step name", name)
 
 
 def _encoded(ctx: StepOwner, store: StepStore, name: str, value: Any) -> tuple[str, str]:

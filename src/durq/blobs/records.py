@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from durq.checks import check_storable
 from durq.errors import ConfigError
 
 #: Bytes read and written per step: a put holds about this much in memory at once.
@@ -128,13 +129,7 @@ def _check_text(what: str, value: object, *, optional: bool = False) -> str | No
         raise ConfigError(
             f"{what} must be a non-empty str of at most {NAME_LIMIT} characters, not {value!r}"
         )
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ConfigError(f"{what} must be valid Unicode text: {value!r}") from None
-    if "\x00" in value:  # PostgreSQL text cannot hold it; refuse it on every backend alike
-        raise ConfigError(f"{what} must not contain a NUL character: {value!r}")
-    return value
+    return check_storable(what, value)
 
 
 def _check_key(key: object) -> str:
