@@ -245,6 +245,25 @@ class JobsMixin(PostgresBase):
             capped.extend(self._claim_limited(queue, tasks, room(), lease, worker_id))
         seen: dict[str, bool] = {}
         fair: list[str] = []  # queues whose fair-keyed jobs the claims left (fairness.py)
+
+        def claim_over(conn: psycopg.Connection[Any], names: Sequence[str]) -> set[int]:
+            """CLAIM on each of ``names`` while slots are left, noting the queues whose
+            limited (``seen``) or fair-keyed jobs it left; the ids it claimed."""
+            before = len(claimed)
+            for queue in names:
+                if len(claimed) + len(capped) >= limit:
+                    break
+                params["queue"], params["limit"] = queue, limit - len(claimed) - len(capped)
+                rows = conn.execute(self._sql["CLAIM"], params).fetchall()
+                if any(r[0] is None and r[1] != -1 for r in rows):
+                    seen[queue] = True
+                else:
+                    seen.setdefault(queue, False)
+                if queue not in fair and any(r[0] is None and r[1] == -1 for r in rows):
+                    fair.append(queue)
+                claimed.extend(self._claimed_in_order([r[1:] for r in rows if r[0]]))
+            return {c.id for c in claimed[before:]}
+
         # one statement is its own transaction; claims over several queues share one
         with self._tx(transaction=len(claim_queues) > 1 or batched or hooked) as conn:
             if outcomes and not claim_queues:
@@ -271,33 +290,13 @@ class JobsMixin(PostgresBase):
             if hooked:
                 marked = [o.job_id for o in outcomes if o.on_fail and _key(o) in held]
                 self._fail_hooks(conn, marked, at, flagged=False)
-            for queue in claim_queues:
-                if len(claimed) + len(capped) >= limit:
-                    break
-                params["queue"], params["limit"] = queue, limit - len(claimed) - len(capped)
-                rows = conn.execute(self._sql["CLAIM"], params).fetchall()
-                seen[queue] = any(r[0] is None and r[1] != -1 for r in rows)
-                fair.extend(queue for r in rows if r[0] is None and r[1] == -1)
-                claimed.extend(self._claimed_in_order([r[1:] for r in rows if r[0]]))
+            claim_over(conn, claim_queues)
         left = [o for o in outcomes if o.job_id not in done]
         if left:  # stale outcomes, or jobs with children: finished with their settle
-
+            # the children those finishes queue (a chain's next step) are claimed in the
+            # same transaction: else they wait for the NOTIFY and a claim of their own
             def claim_promoted(conn: psycopg.Connection[Any]) -> set[int]:
-                # the children those finishes queued (a chain's next step), claimed in the
-                # same transaction: else they wait for the NOTIFY and a claim of their own
-                before = len(claimed)
-                for queue in queues:
-                    if len(claimed) + len(capped) >= limit:
-                        break
-                    params["queue"], params["limit"] = queue, limit - len(claimed) - len(capped)
-                    rows = conn.execute(self._sql["CLAIM"], params).fetchall()
-                    seen[queue] = seen.get(queue, False) or any(
-                        r[0] is None and r[1] != -1 for r in rows
-                    )
-                    if queue not in fair and any(r[0] is None and r[1] == -1 for r in rows):
-                        fair.append(queue)
-                    claimed.extend(self._claimed_in_order([r[1:] for r in rows if r[0]]))
-                return {c.id for c in claimed[before:]}
+                return claim_over(conn, queues)
 
             more = claim_promoted if limit > 0 and queues else None
             held |= self._finish_parents(left, params, at, more)

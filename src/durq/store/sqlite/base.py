@@ -75,11 +75,7 @@ class SqliteBase:
         ) -> None: ...
 
         def _claim_limited(
-            self,
-            conn: sqlite3.Connection,
-            params: dict[str, Any],
-            limit: int,
-            probed: bool = False,
+            self, conn: sqlite3.Connection, params: dict[str, Any], limit: int
         ) -> list[Claimed]: ...
 
         # workflows.py

@@ -150,7 +150,7 @@ class FairnessMixin(SqliteBase):
     ) -> list[Claimed]:
         """Claim up to ``limit`` fair-keyed jobs of ``params["queue"]``, round-robin over
         their keys, in at most ``rounds`` rounds of one job per key (inside the caller's
-        write transaction). ``probed``: the caller found such a job (:meth:`_any_fair`)
+        write transaction). ``probed``: the caller found such a job (``queries.CLAIM_PASSES``)
         in this transaction already."""
         if limit <= 0 or not (probed or self._any_fair(conn, params)):
             return []

@@ -184,7 +184,7 @@ class JobsMixin(SqliteBase):
                     # once per queue: nothing adds a limited or fair job meanwhile
                     any_limited, fair = conn.execute(q.CLAIM_PASSES, params).fetchone()
                     if any_limited:
-                        capped.extend(self._claim_limited(conn, params, room, probed=True))
+                        capped.extend(self._claim_limited(conn, params, room))
                     if fair:
                         n = limit - len(claimed) - len(capped)
                         claimed.extend(self._claim_fair(conn, params, n, probed=True))

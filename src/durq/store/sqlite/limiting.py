@@ -32,18 +32,13 @@ class LimitingMixin(SqliteBase):
                 )  # fmt: skip
 
     def _claim_limited(
-        self, conn: sqlite3.Connection, params: dict[str, Any], limit: int, probed: bool = False
+        self, conn: sqlite3.Connection, params: dict[str, Any], limit: int
     ) -> list[Claimed]:
         """Claim up to ``limit`` limited jobs of ``params["queue"]`` under their limits
         (inside the caller's write transaction), and log the starts of rate-limited ones.
-        ``probed``: the caller found such a job waiting in this transaction already
-        (``queries.CLAIM_PASSES``)."""
+        The caller runs it only when ``queries.CLAIM_PASSES`` found such a job waiting in
+        this transaction (the probe that saves the claim's ~180 µs on a queue without any)."""
         if limit <= 0:
-            return []
-        if (
-            not probed
-            and conn.execute(lq.ANY_LIMITED_QUEUED, (params["queue"],)).fetchone() is None
-        ):
             return []
         rows = conn.execute(
             lq.CLAIM_LIMITED, {**params, "limit": limit, "scan": max(64, 4 * limit)}

@@ -30,13 +30,9 @@ busy AS MATERIALIZED (
 # not counted); at most :scan of them are ranked per key (ROW_NUMBER), and the n-th job of a key
 # in this batch is taken only if used + n <= its concurrency and starts in its window + n <= its
 # rate. So one batch never takes more than a key's free slots, however many of its jobs it sees.
-# Does the queue hold limited jobs waiting at all? A probe of the partial index (about 2 µs
-# against about 180 µs for CLAIM_LIMITED on an empty index), so queues without limited jobs
-# pay almost nothing for the limited pass.
-ANY_LIMITED_QUEUED = (
-    "SELECT 1 FROM jobs INDEXED BY jobs_limited_ready "
-    "WHERE state = 'queued' AND limit_key IS NOT NULL AND queue = ? LIMIT 1"
-)
+# Whether the queue holds limited jobs waiting at all is probed first (queries.CLAIM_PASSES,
+# a read of the partial index: about 2 µs against about 180 µs for CLAIM_LIMITED on an empty
+# index), so queues without limited jobs pay almost nothing for the limited pass.
 
 CLAIM_LIMITED = (
     "WITH"
