@@ -10,7 +10,7 @@ import time
 import pytest
 
 import durq
-from durq.worker.interrupt import BodyGuard
+from durq.worker.interrupt import BodyGuard, exception_for
 
 
 def test_a_running_body_is_interrupted_with_its_reason() -> None:
@@ -79,3 +79,35 @@ def test_an_interrupt_never_lands_outside_the_body() -> None:
     for t in threads:
         t.join(60)
     assert escaped == []
+
+
+class _InterruptedAtFirstRelease:
+    """A lock whose first release is followed at once by an interruption of the releasing
+    thread: where a ``PyThreadState_SetAsyncExc`` set meanwhile lands when the real lock's
+    C ``__exit__`` returns."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.raised = False
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+        if not self.raised:
+            self.raised = True
+            raise exception_for("timeout")()
+
+
+def test_a_raise_landing_as_the_guard_starts_leaves_no_thread_recorded() -> None:
+    """The window a CI run hit once: an interrupt raised just as ``run`` releases its lock
+    after recording the thread. The guard must still forget the thread (before, it stayed
+    recorded, and the next raise reached the worker's code after the body)."""
+    guard = BodyGuard()
+    lock = _InterruptedAtFirstRelease()
+    guard._lock = lock  # type: ignore[assignment]
+    with pytest.raises(durq.Interrupted):
+        guard.run(lambda: 1)
+    assert lock.raised
+    assert guard.interrupt("timeout") is False  # the guard knows the body is gone
