@@ -5,6 +5,9 @@ Each verb takes ``--db`` (or ``$DURQ_URL``); data verbs take ``--json``. One mod
 ``queues``, ``workflow``, ``admin``, ``proving``, ``operate`` (workers, dashboard); ``render`` draws tables and JSON.
 """
 
+import io
+import sys
+
 # Importing a verb module registers its verbs on ``cli``.
 from durq.cli import admin, jobs, operate, proving, queues, run, workflow  # noqa: F401
 from durq.cli.common import cli, fail
@@ -14,7 +17,12 @@ __all__ = ["cli", "main"]
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. Text no UTF-8 stream can write (a lone surrogate from a
+    stored payload, error or name) is printed as its escape rather than ending the verb in a
+    ``UnicodeEncodeError``."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     try:
         cli(standalone_mode=True)
     except DurqError as exc:  # anything a verb did not catch itself

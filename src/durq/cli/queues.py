@@ -57,7 +57,8 @@ def _print_running(running: list[dict[str, Any]]) -> None:
     for r in running:
         p = r.get("progress") or {}
         shown = f"{100 * float(p.get('fraction', 0)):.0f}% {p.get('message', '')}" if p else "-"
-        click.echo(f"  {r['id']} {r['queue']}/{r['task']} attempt {r['attempt']}: {shown}"[:80])
+        line = f"  {r['id']} {r['queue']}/{r['task']} attempt {r['attempt']}: {shown}"
+        click.echo(render.plain(line)[:80])
 
 
 @cli.command()

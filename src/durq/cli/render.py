@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import datetime, tzinfo
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from durq.job import Job
 from durq.model import HOOK_TASK_PREFIX
@@ -47,8 +49,35 @@ def when(ts: float | None, tz: tzinfo | None = None) -> str:
         return str(ts)
 
 
+#: Characters a terminal would act on (C0 and C1 controls but tab and newline, DEL) and lone
+#: surrogates, which no UTF-8 stream can write.
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def plain(text: str) -> str:
+    """``text`` as a terminal shows it literally: a control character (an ANSI escape, a
+    carriage return, a bell) or a lone surrogate is written as its Python escape (``\\x1b``,
+    ``\\ud800``); tabs, newlines and everything else stay. Task errors and progress messages
+    are any text the task chose; printed raw they could move the cursor or retitle the
+    terminal, and a lone surrogate made the whole verb fail with ``UnicodeEncodeError``."""
+    return _UNPRINTABLE.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
+def cell(text: str) -> Text:
+    """A table cell that shows ``text`` as it is: brackets are not rich markup (an error
+    ``[/bold]`` made ``jobs list`` fail, ``[str]`` vanished) and controls are escaped."""
+    return Text(plain(text))
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
 def print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, default=str, ensure_ascii=False))
+    """``value`` as indented JSON, non-ASCII text as it is but a lone surrogate (which durq
+    stores and round-trips) as its ``\\uXXXX`` escape: the output stays valid UTF-8 and
+    valid JSON that decodes to the stored value."""
+    text = json.dumps(value, indent=2, default=str, ensure_ascii=False)
+    print(_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
 #: The compact status columns (the rest are under --wide or --json).
@@ -80,7 +109,7 @@ def status_table(snap: dict[str, Any], wide: bool = False) -> None:
     for name, q in snap["queues"].items():
         if q["paused"]:
             p = q["paused"]
-            lines.append(f"paused {name} by {p['source']}: {p['reason']}")
+            lines.append(plain(f"paused {name} by {p['source']}: {p['reason']}"))
     workers = snap["workers"]
     lines.append(f"live workers: {len(workers)}" + _stranded_note(snap))
     for w in workers:  # a wedged worker is live but holds slots its bodies will not free
@@ -123,12 +152,12 @@ def status_wide(snap: dict[str, Any]) -> None:
     for name, q in snap["queues"].items():
         paused = q["paused"]
         table.add_row(
-            name,
+            cell(name),
             *(str(_counts(q).get(s, 0)) for s in states),
             str(q["in_backoff"]),
             str(q["stranded"]),
             ago(q["oldest_queued_age"]),
-            f"{paused['source']}: {paused['reason']}" if paused else "",
+            cell(f"{paused['source']}: {paused['reason']}") if paused else "",
         )
     console.print(table)
     if snap["stranded"]:
@@ -175,12 +204,12 @@ def jobs_table(jobs: list[Job]) -> None:
         ended = job.finished_at is not None
         table.add_row(
             str(job.id),
-            job.queue,
-            task,
+            cell(job.queue),
+            cell(task),
             str(job.state),
             f"{job.attempts}/{job.max_attempts}",
             ("ended " + when(job.finished_at)) if ended else when(job.run_at),
-            _error_line(err) if err else "",
+            cell(_error_line(err)) if err else "",
         )
     console.print(table, highlight=False)
 
@@ -222,17 +251,19 @@ def job_detail(job: Job) -> None:
     for label, value in rows:
         if value is None or value == "":
             continue
-        console.print(f"  {label:>9}: {value}", highlight=False, markup=False)
+        console.print(f"  {label:>9}: {plain(str(value))}", highlight=False, markup=False)
     for a in views.attempts(job):  # each attempt: start, end, lease holder, its error
         started = when(a["started_at"]) if a["started_at"] is not None else "-"
         ended = when(a["ended_at"]) if a["ended_at"] is not None else "-"
         line = f"  attempt {a['attempt']}: {started} -> {ended} on {a['worker_id'] or '-'} [{a['outcome']}]"
         console.print(
-            line + (f" {a['error']}" if a["error"] else ""), highlight=False, markup=False
+            plain(line + (f" {a['error']}" if a["error"] else "")), highlight=False, markup=False
         )
         if a["traceback"]:
             for tb_line in a["traceback"].rstrip().splitlines():
-                console.print(f"      {tb_line}", highlight=False, markup=False, soft_wrap=True)
+                console.print(
+                    f"      {plain(tb_line)}", highlight=False, markup=False, soft_wrap=True
+                )
 
 
 def _loop_note(worker: dict[str, Any]) -> str:

@@ -91,7 +91,9 @@ class Dashboard:
         }
         values.update(ctx)
         body = self.env.get_template(name).render(**values)
-        response = HTMLResponse(body, status_code=status)
+        # a lone surrogate (durq stores and round-trips them in payloads, results, errors)
+        # cannot be UTF-8: shown as its escape, not a 500 for every page that lists the job
+        response = HTMLResponse(body.encode("utf-8", "backslashreplace"), status_code=status)
         if request.cookies.get(security.CSRF_COOKIE) != csrf:
             response.set_cookie(
                 security.CSRF_COOKIE, csrf, httponly=True, samesite="strict", path="/"
