@@ -101,6 +101,22 @@ def test_every_page_escapes_hostile_text(dq: durq.Durq, client: Callable[..., Cl
     assert bad.status_code == 400 and "<script>" not in bad.text
 
 
+def test_every_link_of_the_overview_answers(dq: durq.Durq, client: Callable[..., Client]) -> None:
+    """The overview links each state's count to the job list filtered on it; the one for
+    ``waiting`` (jobs whose parents have not finished) answered 400 "unknown state"."""
+    populate(dq)
+    parent = dq.enqueue("send", {}, delay=3600).id
+    waiting = dq.enqueue("send", {}, after=[parent]).id
+    c = client(dq)
+    links = sorted(set(re.findall(r'href="(/[^"]*)"', c.get("/").text)))
+    assert "/jobs?queue=mail&amp;state=waiting" in links
+    for href in links:
+        r = c.get(href.replace("&amp;", "&"))
+        assert r.status_code == 200, (href, r.text[:300])
+    listed = c.get("/jobs", params={"queue": "mail", "state": "waiting"}).text
+    assert re.findall(r'<tr data-id="(\d+)"', listed) == [str(waiting)]
+
+
 def test_actions_need_token_post_csrf_and_same_origin(
     dq: durq.Durq, client: Callable[..., Client]
 ) -> None:

@@ -8,9 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-#: States a job list may filter on (``scheduled`` is derived: queued with run_at ahead).
+#: States a job list may filter on (``scheduled`` is derived: queued with run_at ahead):
+#: every state the overview counts and links to (``waiting`` has its index, ``jobs_waiting``).
 LIST_STATES = (
     "scheduled", "queued", "running", "succeeded", "failed", "cancelled", "expired", "parked",
+    "waiting",
 )  # fmt: skip
 
 
