@@ -113,3 +113,25 @@ def test_a_read_verb_on_a_missing_postgres_schema_says_what_creates_it(pg_url: s
     with psycopg.connect(PG_URL) as conn:  # a read verb created nothing
         found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
     assert found is None
+
+
+def test_status_says_running_jobs_of_a_killed_worker_wait_for_a_worker(tmp_path: Path) -> None:
+    """After a ``kill -9`` with no other worker, ``durq status`` listed the jobs as running
+    (``live workers: 0``) and said nothing of who holds them or what frees them."""
+    from tests.support.procs import WorkerProc, wait_for
+
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    dq = durq.Durq(url)
+    job = dq.enqueue("long", {"seconds": 60})
+    worker = WorkerProc("tests.apps.basic:dq", url, tmp_path / "worker.log")
+    try:
+        wait_for(lambda: dq.get(job.id).state == "running", 30, what="the job to start")
+    finally:
+        worker.kill()
+    out = durq_cli("status", "--db", url, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "live workers: 0" in out.stdout
+    assert "1 of them held by a worker that is gone, and no worker is live:" in out.stdout
+    assert "they return to the queue when a worker starts" in out.stdout
+    assert dq.get(job.id).state == "running"  # status only reads
+    dq.close()

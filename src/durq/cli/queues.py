@@ -41,7 +41,7 @@ def status(db: str, as_json: bool, wide: bool, watch: float | None) -> None:
             render.print_json(snap)
         else:
             render.status_table(snap, wide=wide)
-            _print_running(snap.get("running") or [])
+            _print_running(snap.get("running") or [], {w["id"] for w in snap["workers"]})
         if watch is None:
             return
         try:
@@ -50,15 +50,25 @@ def status(db: str, as_json: bool, wide: bool, watch: float | None) -> None:
             return
 
 
-def _print_running(running: list[dict[str, Any]]) -> None:
+def _print_running(running: list[dict[str, Any]], live: set[str]) -> None:
+    """The newest running jobs with their progress, then how many of them a worker that is
+    not live holds (killed, crashed): they stay ``running`` until a worker's rescue gives
+    them back, which needs a worker to be running."""
     if not running:
         return
     render.console.print(f"running jobs (newest {len(running)}):")
+    gone = sum(1 for r in running if r.get("worker_id") not in live)
     for r in running:
         p = r.get("progress") or {}
         shown = f"{100 * float(p.get('fraction', 0)):.0f}% {p.get('message', '')}" if p else "-"
         line = f"  {r['id']} {r['queue']}/{r['task']} attempt {r['attempt']}: {shown}"
         click.echo(render.plain(line)[:80])
+    if gone and live:
+        click.echo(f"{gone} of them held by a worker that is gone: a live worker returns them")
+        click.echo("to the queue within seconds (--rescue-after)")
+    elif gone:
+        click.echo(f"{gone} of them held by a worker that is gone, and no worker is live:")
+        click.echo("they return to the queue when a worker starts (durq worker MODULE:APP)")
 
 
 @cli.command()
