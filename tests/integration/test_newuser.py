@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
@@ -135,3 +136,42 @@ def test_status_says_running_jobs_of_a_killed_worker_wait_for_a_worker(tmp_path:
     assert "they return to the queue when a worker starts" in out.stdout
     assert dq.get(job.id).state == "running"  # status only reads
     dq.close()
+
+
+def _wakeups(pid: int) -> int:
+    """Voluntary context switches of every thread of ``pid`` so far (Linux /proc)."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        try:
+            text = status.read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        for line in text.splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_an_idle_sqlite_worker_backs_off_its_poll_despite_its_own_beats(tmp_path: Path) -> None:
+    """The claimer polls the change counter every 1 ms, every 4 ms once idle for a second.
+    The worker's own liveness beat commits every second on another connection, which moved
+    the counter and counted as activity: an idle worker never backed off (7 % of a core,
+    ~700 wake-ups a second; at 4 ms it is ~250). Wake-ups, not CPU time: they do not depend
+    on how loaded the machine is."""
+    from tests.support.procs import WorkerProc, wait_for
+
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    dq = durq.Durq(url)
+    dq.store.migrate()
+    worker = WorkerProc("tests.apps.basic:dq", url, tmp_path / "worker.log", ["--no-prune"])
+    try:
+        wait_for(lambda: len(dq.status()["workers"]) == 1, 30, what="the worker to beat")
+        time.sleep(2.5)  # past its first busy second, and a beat or two
+        before, t0 = _wakeups(worker.pid), time.monotonic()
+        time.sleep(4.0)
+        rate = (_wakeups(worker.pid) - before) / (time.monotonic() - t0)
+    finally:
+        worker.stop()
+        dq.close()
+    assert rate < 450, f"an idle worker woke {rate:.0f} times a second"

@@ -39,7 +39,8 @@ log = logging.getLogger("durq.worker")
 #: at 4 ms a job enqueued into an idle worker still starts within ~2-3 ms at the median:
 #: bench/idle_poll.py).
 IDLE_POLL_INTERVAL = 0.004
-#: Seconds without a change or a claimed job after which the poll backs off.
+#: Seconds without a claimed job or an outcome after which the poll backs off (a change
+#: of the counter alone does not count: the worker's own beats move it every second).
 IDLE_AFTER = 1.0
 
 
@@ -104,7 +105,7 @@ class Claimer(Service):
         want = True  # whether a claim may find something
         pause = 0.01
         idle_until = time.monotonic() + w.idle_claim_interval
-        busy_at = time.monotonic()  # the last change seen or job claimed
+        busy_at = time.monotonic()  # the last job claimed or outcome written
         idle_poll = max(w.poll_interval, IDLE_POLL_INTERVAL)
         while True:
             self._wake.clear()
@@ -121,7 +122,10 @@ class Claimer(Service):
                 self.check_prefetched()
                 capacity = free + room
                 if capacity > 0 and store.changed():
-                    want, busy_at = True, time.monotonic()
+                    # a claim round, but not the end of idleness: this worker's own beats
+                    # (liveness, report) commit on other connections every second, so
+                    # counting a change as busy kept an idle worker at the 1 ms poll
+                    want = True
                     continue
                 if capacity > 0 and time.monotonic() >= idle_until:
                     want = True
@@ -158,8 +162,9 @@ class Claimer(Service):
                 time.sleep(pause)  # not self.sleep: it would not wait once stopping
                 pause = min(pause * 2, 1.0)
                 continue
-            if claimed:
+            if claimed or batch:
                 busy_at = time.monotonic()
+            if claimed:
                 hit("after_claim")
                 refused = w.prefetch.put(claimed)
                 if refused:  # the worker is stopping: these never start
