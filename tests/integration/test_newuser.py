@@ -175,3 +175,14 @@ def test_an_idle_sqlite_worker_backs_off_its_poll_despite_its_own_beats(tmp_path
         worker.stop()
         dq.close()
     assert rate < 450, f"an idle worker woke {rate:.0f} times a second"
+
+
+def test_a_directory_given_as_the_database_says_so(tmp_path: Path) -> None:
+    """``--db sqlite:///jobs`` naming a directory said only SQLite's "unable to open
+    database file" (and so does a new file in a read-only directory, which now says that
+    the directory is not writable)."""
+    (tmp_path / "jobs").mkdir()
+    for verb in (["status"], ["migrate"]):
+        out = durq_cli(*verb, "--db", f"sqlite:///{tmp_path / 'jobs'}", cwd=ROOT)
+        assert out.returncode == 1
+        assert "it is a directory, not a file" in out.stderr, out.stderr

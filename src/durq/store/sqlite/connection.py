@@ -125,10 +125,25 @@ def translate(exc: sqlite3.Error, path: str) -> StoreError:
     if "readonly" in low or "read-only" in low:
         return StoreReadOnly(f"cannot write {path}: read-only ({text})")
     if "unable to open" in low:
-        return StoreError(f"cannot open {path}: {text}")
+        return StoreError(f"cannot open {path}: {_unopenable(path)}{text}")
     if is_busy(exc):
         return StoreBusy(f"{path} stayed locked by another process: {text}")
     return StoreError(f"{path}: {text}")
+
+
+def _unopenable(path: str) -> str:
+    """Why SQLite's "unable to open database file" happened, when it can be told: the path
+    is a directory, or the file does not exist and its directory cannot be written (a
+    read-only mount, no permission); "" otherwise."""
+    p = Path(path)
+    if p.is_dir():
+        return "it is a directory, not a file; "
+    if not p.exists() and p.parent.is_dir() and not os.access(p.parent, os.W_OK):
+        return (
+            f"the file does not exist and directory {p.parent} is not writable (read-only,"
+            " or no permission), so it cannot be created; "
+        )
+    return ""
 
 
 def connect(opts: SqliteOptions) -> sqlite3.Connection:
