@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +91,19 @@ def test_the_dashboard_lists_and_shows_a_job_holding_a_lone_surrogate(url: str) 
             assert "\\ud800 [/bold] [str]" in c.get("/jobs/2").text
     finally:
         dq.close()
+
+
+def test_limits_shows_a_key_holding_brackets(tmp_path: Path) -> None:
+    """A limit key is any text the task's ``concurrency_key`` returns; ``[/bold]`` in one
+    made ``durq limits`` fail on rich markup."""
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    dq = durq.Durq(url)
+
+    @dq.task(concurrency=1, concurrency_key=lambda p: p["tenant"])
+    def work(tenant: str) -> None: ...
+
+    work.enqueue(tenant="[/bold] acme [str]")
+    dq.close()
+    out = durq_cli("limits", "--db", url)
+    assert out.returncode == 0, out.stderr
+    assert "[/bold] acme [str]" in out.stdout

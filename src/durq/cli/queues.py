@@ -150,5 +150,7 @@ def limits_verb(db: str, as_json: bool) -> None:
     table = Table("limit key", "running", "held", "queued", "concurrency", box=None)
     for r in rows:
         cap = "-" if r["concurrency"] is None else str(r["concurrency"])
-        table.add_row(r["name"], str(r["running"]), str(r["held"]), str(r["queued"]), cap)
+        table.add_row(
+            render.cell(r["name"]), str(r["running"]), str(r["held"]), str(r["queued"]), cap
+        )
     render.console.print(table if rows else "no limit keys in use")

@@ -148,8 +148,8 @@ def periodic_list(app_spec: str, db: str | None, as_json: bool) -> None:
             }
         )  # fmt: skip
         table.add_row(
-            p.name,
-            p.task,
+            render.cell(p.name),
+            render.cell(p.task),
             p.cron,
             p.tz,
             render.when(last, p.tzinfo),  # in the schedule's own zone, as its cron reads
@@ -234,8 +234,9 @@ def blobs_ls(db: str, root: str, after: str, limit: int, as_json: bool) -> None:
     for r in rows:
         here = "here" if r["present"] else ("MISSING" if r["stored"] else "released")
         table.add_row(
-            r["key"][:16], str(r["size"]), here, str(r["holds"]), r["external_id"] or "",
-            r["name"] or "", render.when(r["touched_at"]),
+            r["key"][:16], str(r["size"]), here, str(r["holds"]),
+            render.cell(r["external_id"] or ""), render.cell(r["name"] or ""),
+            render.when(r["touched_at"]),
         )  # fmt: skip
     render.console.print(table)
 
