@@ -107,3 +107,33 @@ def test_limits_shows_a_key_holding_brackets(tmp_path: Path) -> None:
     out = durq_cli("limits", "--db", url)
     assert out.returncode == 0, out.stderr
     assert "[/bold] acme [str]" in out.stdout
+
+
+def test_status_json_and_api_status_carry_a_running_jobs_surrogate_progress(
+    url: str, tmp_path: Path
+) -> None:
+    """A running job's progress message is in ``durq status`` and ``/api/status``; a lone
+    surrogate in it made the first fail with ``UnicodeEncodeError`` and the second a 500."""
+    pytest.importorskip("starlette")
+    from durq.dashboard.app import create_app
+    from tests.support.procs import WorkerProc, wait_for
+    from tests.support.serve import Client, serving
+
+    dq = durq.Durq(url)
+    job = dq.enqueue("report", {"message": HOSTILE, "seconds": 60})
+    worker = WorkerProc("tests.apps.texts:dq", url, tmp_path / "worker.log")
+    try:
+        wait_for(lambda: dq.get(job.id).progress is not None, 30, what="the progress")
+        out = durq_cli("status", "--json", "--db", url)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["running"][0]["progress"]["message"] == HOSTILE
+        out = durq_cli("status", "--db", url)
+        assert out.returncode == 0, out.stderr
+        assert "\\ud800 [/bold] [str] \\x1b]0;owned" in out.stdout
+        with serving(create_app(dq)) as base:
+            r = Client(base).get("/api/status")
+            assert r.status_code == 200, r.text[:300]
+            assert r.json()["running"][0]["progress"]["message"] == HOSTILE
+    finally:
+        worker.kill()
+        dq.close()

@@ -7,6 +7,7 @@ Pages read through :mod:`durq.dashboard.pages` (which reads through
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -28,6 +29,16 @@ from durq.dashboard.context import Dashboard
 from durq.errors import DurqError
 
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+class StoredJSON(JSONResponse):
+    """JSON of stored values: a lone surrogate (durq stores and round-trips them; a running
+    job's progress message may hold one) is written as its ``\\uXXXX`` escape, which JSON
+    decodes back to it, instead of failing the response with ``UnicodeEncodeError``."""
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text.encode("utf-8", "backslashreplace")
 
 
 def create_app(dq: Any, *, token: str | None = None, read_only: bool = False) -> Starlette:
@@ -68,7 +79,7 @@ def create_app(dq: Any, *, token: str | None = None, read_only: bool = False) ->
 
     async def api_status(_request: Request) -> Response:
         snap = await run_in_threadpool(pages.api_status, d)
-        return JSONResponse(snap)
+        return StoredJSON(snap)
 
     async def login(request: Request) -> Response:
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
