@@ -186,3 +186,16 @@ def test_a_directory_given_as_the_database_says_so(tmp_path: Path) -> None:
         out = durq_cli(*verb, "--db", f"sqlite:///{tmp_path / 'jobs'}", cwd=ROOT)
         assert out.returncode == 1
         assert "it is a directory, not a file" in out.stderr, out.stderr
+
+
+def test_an_empty_job_list_says_so_with_its_filters(tmp_path: Path) -> None:
+    """``durq jobs list --state failed`` (the README's dead-letter check) printed only the
+    frame of an empty table when no job had failed."""
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    dq = durq.Durq(url)
+    dq.enqueue("t", {})
+    dq.close()
+    out = durq_cli("jobs", "list", "--state", "failed", "--queue", "mail", "--db", url, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "no jobs with state=failed, queue=mail\n"
+    assert "│ 1  │" in durq_cli("jobs", "list", "--db", url, cwd=ROOT).stdout

@@ -56,6 +56,11 @@ def jobs_list(
         fail(str(exc))
     if as_json:
         render.print_json([j.to_dict() for j in found])
+    elif not found:  # an empty table's frame said nothing; `jobs list --state failed` is
+        # the README's dead-letter check, where "none" is the answer hoped for
+        filters = [f"{k}={v}" for k, v in (("state", state), ("queue", queue), ("task", task),
+                                           ("tag", tag)) if v is not None]  # fmt: skip
+        click.echo("no jobs" + (f" with {', '.join(filters)}" if filters else ""))
     else:
         render.jobs_table(found)
 
