@@ -17,10 +17,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 import pytest
+from psycopg import pq
 
 import durq
 from tests.conftest import PG_URL
@@ -136,17 +138,22 @@ def test_an_enqueue_on_the_callers_connection_notifies_in_its_transaction(
 
 
 class _Conn:
-    """A stand-in for the connection a wake is sent on: it logs when each wake started and
-    ended (a real connection adds nothing to what the protocol decides)."""
+    """A stand-in for the connection a wake is sent on (``info.encoding`` and
+    ``pgconn.exec_params``, what :mod:`durq.store.postgres.wakes` uses of it): it logs when
+    each wake started and ended (a real connection adds nothing to what the protocol
+    decides)."""
 
     def __init__(self, log: list[tuple[float, float]], lock: threading.Lock) -> None:
         self.log, self.lock = log, lock
+        self.info = SimpleNamespace(encoding="utf-8")
+        self.pgconn = self
 
-    def execute(self, statement: str, params: dict[str, Any]) -> None:
+    def exec_params(self, statement: bytes, params: list[bytes]) -> Any:
         start = time.perf_counter()
         time.sleep(0.002)  # a round trip
         with self.lock:
             self.log.append((start, time.perf_counter()))
+        return SimpleNamespace(status=pq.ExecStatus.TUPLES_OK)
 
 
 def test_every_caller_returns_after_a_wake_that_started_after_its_commit() -> None:
@@ -241,3 +248,24 @@ def test_an_idle_worker_starts_an_enqueued_job_at_once(idle_worker: durq.Durq, m
         waits = [_pickup(job) for job in jobs]
         assert min(waits) < 0.5, waits
         time.sleep(1.2)  # idle again, its poll backed off
+
+
+def test_a_wake_of_several_queues_notifies_each_by_its_name(pg_url: str) -> None:
+    """The array of names goes as a text literal: quotes, backslashes, commas and braces in
+    a queue's name arrive as they are."""
+    import psycopg
+
+    from durq.store.postgres.wakes import Wakes
+
+    names = ['a"b', "c\\d", "e,f", "{g}", " h ", "é"]
+    channel = f"t_{uuid.uuid4().hex[:12]}"
+    with (
+        psycopg.connect(PG_URL, autocommit=True) as listener,
+        psycopg.connect(PG_URL, autocommit=True) as conn,
+    ):
+        listener.execute(f'LISTEN "{channel}"')
+        wakes = Wakes(channel)
+        wakes.send(conn, names)
+        got = [n.payload for n in listener.notifies(timeout=5.0, stop_after=len(names))]
+    assert sorted(got) == sorted(names)
+    assert wakes.sent == 1
