@@ -100,6 +100,13 @@ def pg_plan(base: str, url: str, sizes: cases.Sizes) -> Plan:
             lambda: pg_cases.durq_enqueue_many(url, sizes.pg_enqueue_many, sizes.chunk),
         ),
     ]
+    for producers, processes in ((4, False), (8, False), (4, True)):
+
+        def concurrent(producers: int = producers, processes: bool = processes) -> dict[str, Any]:
+            return pg_cases.durq_enqueue_concurrent(base, url, producers, processes)
+
+        kind = "processes" if processes else "threads"
+        out.append((f"pg_enqueue_{producers}_{kind}", concurrent))
     drains = [(sizes.pg_workers, c, sizes.pg_drain) for c in sizes.pg_concurrencies]
     drains += [(1, c, sizes.pg_peer_jobs) for c in sizes.pg_single_concurrencies]
     drains += [(1, c, sizes.pg_procrastinate_jobs) for c in sizes.pg_procrastinate_concurrencies]

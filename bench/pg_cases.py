@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from bench.cases import Figures, Sizes, drain_child, fill, latency_figures, pickup_on
@@ -55,6 +57,97 @@ def durq_enqueue_one(pg_url: str, n: int) -> Figures:
         "jobs": n,
         "paired_ratio": median(ratios),
         "paired_ratios": ratios,
+    }
+
+
+@contextlib.contextmanager
+def _listening(url: str) -> Iterator[None]:
+    """A session LISTENing on the schema's durq channel, its notifications read and
+    dropped by a thread (as an idle worker's listener does: a NOTIFY costs the sender more
+    with a listener than without, and an unread one would fill the server's queue)."""
+    import psycopg
+
+    schema = url.split("schema=", 1)[1].split("&", 1)[0]
+    stop = threading.Event()
+    conn = psycopg.connect(url.split("?", 1)[0], autocommit=True)
+    conn.execute(f'LISTEN "durq_jobs_{schema}"')
+
+    def drain() -> None:
+        while not stop.is_set():
+            for _ in conn.notifies(timeout=0.2):
+                pass
+
+    thread = threading.Thread(target=drain, name="bench-listen", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(5)
+        conn.close()
+
+
+def producer_rounds(
+    base: str,
+    pg_url: str,
+    producers: int,
+    processes: bool,
+    sides: Mapping[str, tuple[str, Mapping[str, str]]],
+    seconds: float = 1.0,
+    rounds: int = 5,
+) -> dict[str, list[float]]:
+    """Enqueue rates of each side (name → (producer_proc mode, extra environment)), the
+    sides taking turns for ``seconds`` each, ``rounds`` rounds, on one fresh schema with a
+    listener. Each side is ``producers`` threads in one process, or ``producers``
+    processes of one thread (``processes``). Returns each side's rate per round."""
+    tag = f"{producers}{'p' if processes else 't'}"
+    with case_dir(base, f"pg-producers-{tag}") as d, durq_schema(pg_url) as url:
+        app = make_app(url)
+        _ = app.dq.store  # migrate
+        app.dq.close()
+        rates: dict[str, list[float]] = {name: [] for name in sides}
+        with contextlib.ExitStack() as stack, _listening(url):
+            groups: dict[str, list[Child]] = {}
+            for name, (mode, env) in sides.items():
+                count, threads = (producers, 1) if processes else (1, producers)
+                args = ["--url", url, "--mode", mode, "--threads", str(threads)]
+                groups[name] = [
+                    stack.enter_context(
+                        Child("bench.producer_proc", args, d / f"{name}{i}.stderr", env=dict(env))
+                    )
+                    for i in range(count)
+                ]
+            for children in groups.values():
+                for child in children:
+                    child.read(timeout=60)
+            for _ in range(rounds):
+                for name, children in groups.items():
+                    for child in children:
+                        child.send(f"run {seconds}")
+                    outs = [child.read(timeout=60 + seconds) for child in children]
+                    took = max(float(out["seconds"]) for out in outs)
+                    rates[name].append(sum(int(out["count"]) for out in outs) / took)
+    return rates
+
+
+def durq_enqueue_concurrent(
+    base: str, pg_url: str, producers: int, processes: bool, seconds: float = 1.0
+) -> Figures:
+    """``producers`` threads of one app (its psycopg pool: 8 connections), or ``producers``
+    processes of one thread, calling ``noop.enqueue()`` for ``seconds``, taking turns with
+    as many producers of the raw one-row INSERT (bench/floor.py ``PG_INSERT``, no NOTIFY,
+    a connection each), 5 rounds; ``paired_ratio`` is the median of the rounds' durq ÷
+    floor rates. An idle listener is on the channel throughout."""
+    sides = {"durq": ("durq", {}), "floor": ("floor", {})}
+    rates = producer_rounds(base, pg_url, producers, processes, sides, seconds)
+    ratios = [a / b for a, b in zip(rates["durq"], rates["floor"], strict=True)]
+    return {
+        "rate": median(rates["durq"]),
+        "floor_rate": median(rates["floor"]),
+        "paired_ratio": median(ratios),
+        "paired_ratios": ratios,
+        "producers": producers,
+        "processes": processes,
     }
 
 

@@ -283,6 +283,16 @@ def pg_section(sizes: dict[str, Any]) -> Section:
             ">=",
             0.8,
         ),
+        *(
+            Row(
+                f"enqueue one at a time, {n} producer {kind} ÷ as many raw INSERTs, paired",
+                "x",
+                (f"pg_enqueue_{n}_{kind}", "paired_ratio"),
+                ">=",
+                0.8,
+            )
+            for n, kind in ((4, "threads"), (8, "threads"), (4, "processes"))
+        ),
         Row(
             f"enqueue_many ({n_many:,}, chunks of {chunk:,})",
             "jobs/s",

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from durq.store.postgres.batches import Batches
     from durq.store.postgres.connection import PostgresOptions
     from durq.store.postgres.dependencies import Dependencies
+    from durq.store.postgres.wakes import Wakes
 
 
 class PostgresBase:
@@ -33,6 +34,7 @@ class PostgresBase:
         _sql: dict[str, Any]
         _batches: Batches
         _deps: Dependencies
+        _wakes: Wakes  # the enqueues' wake-ups, sent after their commits
         # wake-ups and leadership
         _changed: threading.Event
         _listener: threading.Thread | None
@@ -82,7 +84,18 @@ class PostgresBase:
 
         # jobs.py
         def _enqueue_on(
-            self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob], *, simple: bool = False
+            self,
+            conn: psycopg.Connection[Any],
+            jobs: Sequence[NewJob],
+            *,
+            simple: bool = False,
+            notify: bool = True,
+        ) -> list[Inserted]: ...
+
+        def _committed_then_woken(
+            self,
+            jobs: Sequence[NewJob],
+            insert: Callable[[psycopg.Connection[Any]], list[Inserted]],
         ) -> list[Inserted]: ...
 
         @staticmethod

@@ -37,11 +37,11 @@ class BatchingMixin(PostgresBase):
             ConfigError: the batch is sealed or unknown (nothing written).
         """
 
-        def run(conn: psycopg.Connection[Any]) -> list[Inserted]:
+        def run(conn: psycopg.Connection[Any], notify: bool = True) -> list[Inserted]:
             batch_ids = sorted({j.batch_id for j in jobs if j.batch_id is not None})
             for batch_id in batch_ids:
                 self._batches.require_building(conn, batch_id)
-            out = self._enqueue_on(conn, jobs)
+            out = self._enqueue_on(conn, jobs, notify=notify)
             self._set_extras(conn, jobs, out)  # parked / deadline columns, as outside a batch
             for batch_id in batch_ids:
                 members = [
@@ -57,8 +57,7 @@ class BatchingMixin(PostgresBase):
                 return run(connection)
             except psycopg.Error as exc:
                 raise translate(exc, self.options) from exc
-        with self._tx() as conn:
-            return run(conn)
+        return self._committed_then_woken(jobs, lambda conn: run(conn, notify=False))
 
     def create_batch(self, spec: NewBatch) -> int:
         with self._tx(transaction=False) as conn:

@@ -59,10 +59,11 @@ class JobsMixin(PostgresBase):
             params = {
                 "at": self._at(), "queue": job.queue, "task": job.task, "payload": job.payload,
                 "priority": job.priority, "run_at": job.run_at, "delay": float(job.delay),
-                "max_attempts": job.max_attempts, "meta": job.meta, "channel": self.channel,
+                "max_attempts": job.max_attempts, "meta": job.meta,
             }  # fmt: skip
             with self._tx(transaction=False) as conn:  # one statement: its own transaction
                 row = conn.execute(self._sql["INSERT_ONE"], params).fetchone()
+                self._wakes.send(conn, (job.queue,))  # after the commit (wakes.py)
             assert row is not None
             return [Inserted(int(row[0]), True, float(row[1]), float(row[2]))]
         simple = all(job.plain for job in jobs)  # one check a row, not one per pass
@@ -73,16 +74,41 @@ class JobsMixin(PostgresBase):
                 return self._set_extras(connection, jobs, self._enqueue_on(connection, jobs))
             except psycopg.Error as exc:
                 raise translate(exc, self.options) from exc
-        with self._tx() as conn:
-            inserted = self._enqueue_on(conn, jobs, simple=simple)
+
+        def insert(conn: psycopg.Connection[Any]) -> list[Inserted]:
+            inserted = self._enqueue_on(conn, jobs, simple=simple, notify=False)
             return inserted if simple else self._set_extras(conn, jobs, inserted)
 
+        return self._committed_then_woken(jobs, insert)
+
+    def _committed_then_woken(
+        self,
+        jobs: Sequence[NewJob],
+        insert: Callable[[psycopg.Connection[Any]], list[Inserted]],
+    ) -> list[Inserted]:
+        """``insert(conn)`` in a transaction of its own, then, after its commit and on the
+        same connection, the wake-up of the jobs' queues (:class:`~durq.store.postgres.
+        wakes.Wakes`: outside the transaction so that concurrent producers' commits do not
+        queue behind PostgreSQL's NOTIFY lock). ``insert`` must not notify itself."""
+        with self._tx(transaction=False) as conn:
+            with conn.transaction():
+                out = insert(conn)
+            self._wakes.send(conn, {j.queue for j in jobs})
+        return out
+
     def _enqueue_on(
-        self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob], *, simple: bool = False
+        self,
+        conn: psycopg.Connection[Any],
+        jobs: Sequence[NewJob],
+        *,
+        simple: bool = False,
+        notify: bool = True,
     ) -> list[Inserted]:
         """Insert ``jobs`` on ``conn`` in its transaction. ``simple``: the caller found
         every row plain (:attr:`NewJob.plain`), so the limit, hook and workflow passes are
-        skipped."""
+        skipped. ``notify``: send the NOTIFY of their queues in this transaction (on a
+        caller's connection, whose commit durq does not see); False when the caller wakes
+        them after the commit (:meth:`_committed_then_woken`)."""
         at = self._at()
         out: list[Inserted] = []
         plain: list[NewJob] = []
@@ -148,8 +174,9 @@ class JobsMixin(PostgresBase):
             self._set_limits(conn, jobs, out)
             self._set_hooks(conn, jobs, out)
             self._set_workflow(conn, jobs, out, at)
-        for queue in sorted({j.queue for j in jobs}):
-            conn.execute(self._sql["NOTIFY"], {"channel": self.channel, "queue": queue})
+        if notify:
+            for queue in sorted({j.queue for j in jobs}):
+                conn.execute(self._sql["NOTIFY"], {"channel": self.channel, "queue": queue})
         return out
 
     def _copy_in(

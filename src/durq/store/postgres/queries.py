@@ -45,16 +45,16 @@ COPY {s}.jobs (id, queue, task, payload, priority, run_at, max_attempts, state, 
 FROM STDIN
 """
 
-# One job, and the wake-up for its queue, in one statement (its own transaction).
+# One job in one statement (its own transaction). Its wake-up is sent after the commit,
+# in a transaction of its own (store/postgres/wakes.py: a NOTIFY inside this one would
+# serialise the commits of concurrent producers).
 INSERT_ONE = """
-WITH ins AS (
-    INSERT INTO {s}.jobs (queue, task, payload, priority, run_at, max_attempts, state,
-                          created_at, meta)
-    VALUES (%(queue)s, %(task)s, %(payload)s, %(priority)s,
-            coalesce(%(run_at)s::float8, {s}.epoch(%(at)s) + %(delay)s), %(max_attempts)s,
-            'queued', {s}.epoch(%(at)s), %(meta)s)
-    RETURNING id, run_at, created_at, queue)
-SELECT id, run_at, created_at, pg_notify(%(channel)s, queue) FROM ins
+INSERT INTO {s}.jobs (queue, task, payload, priority, run_at, max_attempts, state,
+                      created_at, meta)
+VALUES (%(queue)s, %(task)s, %(payload)s, %(priority)s,
+        coalesce(%(run_at)s::float8, {s}.epoch(%(at)s) + %(delay)s), %(max_attempts)s,
+        'queued', {s}.epoch(%(at)s), %(meta)s)
+RETURNING id, run_at, created_at
 """
 
 INSERT_KEYED = """

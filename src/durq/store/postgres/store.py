@@ -1,7 +1,7 @@
 """PostgresStore: the store protocol on PostgreSQL (psycopg 3 + psycopg_pool).
 
 Claims use ``FOR UPDATE SKIP LOCKED``; every time comes from the database clock; enqueues
-send ``NOTIFY`` so idle workers wake at once; one process at a time leads (runs the reaper)
+send ``NOTIFY`` after their commit (wakes.py) so idle workers wake at once; one process at a time leads (runs the reaper)
 by holding an advisory lock on a dedicated session.
 
 The class holds the plumbing (the pool, transactions, the clock offset); its transitions
@@ -55,6 +55,7 @@ from durq.store.postgres.pausing import PausingMixin
 from durq.store.postgres.rescuing import RescuingMixin
 from durq.store.postgres.scheduling import SchedulingMixin
 from durq.store.postgres.stepping import SteppingMixin
+from durq.store.postgres.wakes import Wakes
 from durq.store.postgres.workers import WorkersMixin
 from durq.store.postgres.workflows import WorkflowsMixin
 
@@ -111,6 +112,7 @@ class PostgresStore(
         self._deps = Dependencies(
             self.options.schema, self.channel, self._batches, lambda: self.codec
         )
+        self._wakes = Wakes(self.channel)
         self._pool = open_pool(self.options)
         self._offset = 0.0
         self._changed = threading.Event()
