@@ -27,14 +27,23 @@ class JobsMixin(SqliteBase):
             # One row, one statement (SQLite's autocommit: the statement is its transaction)
             # through the fair writer (an ordinary writer steps aside for heartbeats); its id
             # is the connection's last rowid (RETURNING costs SQLite an ephemeral table).
+            # Without meta, the statement that writes NULL itself (binding None costs the
+            # sqlite3 module an adapter lookup; see queries.insert_jobs).
             job = jobs[0]
             now = self.now()
             run_at = now + job.delay if job.run_at is None else job.run_at
-            cur = self._write_one(
-                q.INSERT_ONE_PLAIN,
-                (job.queue, job.task, job.payload, job.priority, run_at, job.max_attempts, now,
-                 job.meta),
-            )  # fmt: skip
+            meta = job.meta
+            if meta is None:
+                cur = self._write_one(
+                    q.INSERT_ONE_PLAIN_BARE,
+                    (job.queue, job.task, job.payload, job.priority, run_at, job.max_attempts, now),
+                )  # fmt: skip
+            else:
+                cur = self._write_one(
+                    q.INSERT_ONE_PLAIN,
+                    (job.queue, job.task, job.payload, job.priority, run_at, job.max_attempts,
+                     now, meta),
+                )  # fmt: skip
             job_id = cur.lastrowid  # the row's id: this statement was the connection's last
             assert job_id is not None
             return [Inserted(job_id, True, run_at, now)]
@@ -68,20 +77,23 @@ class JobsMixin(SqliteBase):
         """Insert on ``conn`` inside whatever transaction it has open.
 
         With ``explicit_ids`` (only under our own ``BEGIN IMMEDIATE``, where nobody else can
-        insert) plain rows get ids from ``sqlite_sequence`` and go in one ``executemany``;
-        otherwise each row is inserted on its own and SQLite assigns its id. ``simple``:
+        insert) plain rows get ids from ``sqlite_sequence`` and go in multi-row INSERTs
+        (:func:`insert_rows`); otherwise each row is inserted on its own and SQLite
+        assigns its id. ``simple``:
         the caller found every row plain (:attr:`NewJob.plain`), so the limit, hook and
         workflow passes are skipped.
         """
         now = self.now()
         out: list[Inserted] = []
         next_id = conn.execute(q.LAST_JOB_ID).fetchone()[0] if explicit_ids else 0
-        plain: list[tuple[Any, ...]] = []
+        # The plain rows' parameters, flat (insert_rows' layout); meta only when a row has one
+        plain: list[Any] = []
+        metas = explicit_ids and any(job.meta is not None for job in jobs)
         for job in jobs:
             run_at = now + job.delay if job.run_at is None else job.run_at
             if job.unique_key is not None:
                 if plain:
-                    conn.executemany(q.INSERT_JOB, plain)
+                    insert_rows(conn, plain, metas)
                     plain = []
                 holder = self._unique_holder(conn, job, now)
                 if holder is not None:
@@ -110,15 +122,17 @@ class JobsMixin(SqliteBase):
                 continue
             if job.key is None:
                 next_id += 1
-                plain.append((
+                plain += (
                     next_id, job.queue, job.task, job.payload, job.priority, run_at,
-                    job.max_attempts, None, now, job.meta,
-                ))  # fmt: skip
+                    job.max_attempts, now,
+                )  # fmt: skip
+                if metas:
+                    plain.append(job.meta)
                 out.append(Inserted(next_id, True, run_at, now))
                 continue
             # Keyed rows go one by one: a conflict returns the existing job.
             if plain:
-                insert_rows(conn, plain)
+                insert_rows(conn, plain, metas)
                 plain = []
             row = {
                 "queue": job.queue, "task": job.task, "payload": job.payload,
@@ -134,7 +148,7 @@ class JobsMixin(SqliteBase):
                 existing = conn.execute(q.SELECT_JOB_BY_KEY, key).fetchone()
                 out.append(Inserted(existing[0], False, existing[5], existing[13]))
         if plain:
-            insert_rows(conn, plain)
+            insert_rows(conn, plain, metas)
         if simple:  # every row plain (the caller checked): nothing more to set
             return out
         self._set_limits(conn, jobs, out)
@@ -339,26 +353,30 @@ class JobsMixin(SqliteBase):
         return summary
 
 
-#: Rows per multi-row INSERT: 10 parameters each, within SQLite's default limit of 32,766
+#: Rows per multi-row INSERT: 9 parameters each, within SQLite's default limit of 32,766
 #: variables (3.32+; a build with a lower limit gets smaller chunks, see :func:`insert_rows`).
 ROWS_PER_INSERT = 500
 
 
-def insert_rows(conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Insert plain rows (``INSERT_JOB``'s columns, explicit ids) with one multi-row
-    ``INSERT … VALUES (…), (…)`` statement per chunk of :data:`ROWS_PER_INSERT`.
+def insert_rows(conn: sqlite3.Connection, params: list[Any], meta: bool) -> None:
+    """Insert plain rows (explicit ids, no key) with one multi-row ``INSERT … VALUES (…),
+    (…)`` statement per chunk of :data:`ROWS_PER_INSERT`.
+
+    ``params`` holds the rows' parameters one after the other, each row's as
+    :data:`durq.store.sqlite.queries.INSERT_JOB_COLUMNS` says: with ``meta`` nine a row,
+    without (every row's meta is NULL) eight, the NULL written in the statement.
 
     One statement per chunk instead of one step per row (``executemany``): SQLite parses
     and plans it once per chunk size (the sqlite3 module caches statements by their text)
     and runs the whole chunk in C. Measured on the 2-core test machine: see
     docs/features/performance.md.
     """
+    width = q.INSERT_JOB_COLUMNS if meta else q.INSERT_JOB_COLUMNS - 1
     limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-    size = max(1, min(ROWS_PER_INSERT, limit // q.INSERT_JOB_COLUMNS))
-    for start in range(0, len(rows), size):
-        chunk = rows[start : start + size]
-        params = [value for row in chunk for value in row]
-        conn.execute(q.insert_jobs(len(chunk)), params)
+    size = max(1, min(ROWS_PER_INSERT, limit // width)) * width
+    for start in range(0, len(params), size):
+        chunk = params[start : start + size] if len(params) > size else params
+        conn.execute(q.insert_jobs(len(chunk) // width, meta), chunk)
 
 
 #: Longest result (characters) written in ``FINISH_SUCCEEDED_MANY``; longer ones go one
