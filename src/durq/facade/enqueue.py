@@ -366,6 +366,8 @@ class EnqueueFacade(FacadeBase):
             return None
         t = template
         limit = self.payload_limit
+        # Task.payload_problem's first test, inline (no call a row); it decides the rest
+        required, names, any_kwargs = task._required, task._names, task._any_kwargs
         news: list[NewJob] = []
         for i, item in enumerate(items):
             try:
@@ -373,11 +375,13 @@ class EnqueueFacade(FacadeBase):
                 body = encode_payload(payload, limit)
             except PayloadError as exc:
                 _raise_for_item(exc, i, len(items))
-            problem = task.payload_problem(payload)
-            if problem is not None:
-                raise PayloadError(
-                    f"item {i} of {len(items)}: payload does not fit {task.name}(): {problem}"
-                )
+            keys = payload.keys()
+            if not (required <= keys and (any_kwargs or keys <= names)):
+                problem = task.payload_problem(payload)
+                if problem is not None:
+                    raise PayloadError(
+                        f"item {i} of {len(items)}: payload does not fit {task.name}(): {problem}"
+                    )
             news.append(NewJob(
                 t.queue, t.task, body, t.priority, t.run_at, t.max_attempts, None, t.meta,
                 t.delay, t.batch_id, t.park, t.park_ttl, t.deadline, t.deadline_in,

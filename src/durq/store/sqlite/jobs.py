@@ -61,10 +61,34 @@ class JobsMixin(SqliteBase):
             except sqlite3.Error as exc:
                 raise translate(exc, self.path) from exc
         conn = self._conn()
-        simple = all(job.plain for job in jobs)  # one check a row, not one per pass
+        simple = all(map(_is_plain, jobs))  # one check a row, not one per pass
         with self._write():
-            inserted = self._insert(conn, jobs, explicit_ids=True, simple=simple)
-            return inserted if simple else self._set_extras(conn, jobs, inserted)
+            if simple:
+                return self._insert_plain(conn, jobs)
+            inserted = self._insert(conn, jobs, explicit_ids=True)
+            return self._set_extras(conn, jobs, inserted)
+
+    def _insert_plain(self, conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[Inserted]:
+        """:meth:`_insert` of rows that are all plain (:attr:`NewJob.plain`: no key, no
+        unique key, nothing to set after), inside our own ``BEGIN IMMEDIATE``: ids from
+        ``sqlite_sequence``, the rows in multi-row INSERTs (:func:`insert_rows`)."""
+        now = self.now()
+        next_id = conn.execute(q.LAST_JOB_ID).fetchone()[0]
+        metas = any(job.meta is not None for job in jobs)
+        params: list[Any] = []
+        out: list[Inserted] = []
+        for job in jobs:
+            run_at = now + job.delay if job.run_at is None else job.run_at
+            next_id += 1
+            params += (
+                next_id, job.queue, job.task, job.payload, job.priority, run_at,
+                job.max_attempts, now,
+            )  # fmt: skip
+            if metas:
+                params.append(job.meta)
+            out.append(Inserted(next_id, True, run_at, now))
+        insert_rows(conn, params, metas)
+        return out
 
     def _insert(
         self,
@@ -72,16 +96,13 @@ class JobsMixin(SqliteBase):
         jobs: Sequence[NewJob],
         *,
         explicit_ids: bool,
-        simple: bool = False,
     ) -> list[Inserted]:
         """Insert on ``conn`` inside whatever transaction it has open.
 
         With ``explicit_ids`` (only under our own ``BEGIN IMMEDIATE``, where nobody else can
         insert) plain rows get ids from ``sqlite_sequence`` and go in multi-row INSERTs
         (:func:`insert_rows`); otherwise each row is inserted on its own and SQLite
-        assigns its id. ``simple``:
-        the caller found every row plain (:attr:`NewJob.plain`), so the limit, hook and
-        workflow passes are skipped.
+        assigns its id. Rows that are all plain take :meth:`_insert_plain` instead.
         """
         now = self.now()
         out: list[Inserted] = []
@@ -149,8 +170,6 @@ class JobsMixin(SqliteBase):
                 out.append(Inserted(existing[0], False, existing[5], existing[13]))
         if plain:
             insert_rows(conn, plain, metas)
-        if simple:  # every row plain (the caller checked): nothing more to set
-            return out
         self._set_limits(conn, jobs, out)
         self._set_hooks(conn, jobs, out)
         self._set_workflow(conn, jobs, out)
@@ -356,6 +375,9 @@ class JobsMixin(SqliteBase):
 #: Rows per multi-row INSERT: 9 parameters each, within SQLite's default limit of 32,766
 #: variables (3.32+; a build with a lower limit gets smaller chunks, see :func:`insert_rows`).
 ROWS_PER_INSERT = 500
+
+
+_is_plain = NewJob.plain.fget  # type: ignore[attr-defined]  # (no generator frame a row)
 
 
 def insert_rows(conn: sqlite3.Connection, params: list[Any], meta: bool) -> None:

@@ -48,8 +48,7 @@ def insert_jobs(rows: int, meta: bool = True) -> str:
     """
     return (
         "INSERT INTO jobs (id, queue, task, payload, priority, run_at, max_attempts, state, key,"
-        " created_at, meta) VALUES "
-        + ", ".join([_INSERT_ROW if meta else _INSERT_ROW_BARE] * rows)
+        " created_at, meta) VALUES " + ", ".join([_INSERT_ROW if meta else _INSERT_ROW_BARE] * rows)
     )
 
 
