@@ -68,6 +68,40 @@ class JobsMixin(SqliteBase):
             inserted = self._insert(conn, jobs, explicit_ids=True)
             return self._set_extras(conn, jobs, inserted)
 
+    def enqueue_plain(
+        self, template: NewJob, payloads: Sequence[str], connection: Any = None
+    ) -> list[Inserted]:
+        """One job per payload, ``template`` with that payload, in one transaction (see
+        :meth:`durq.store.base.Store.enqueue_plain`). A plain template, outside the caller's
+        connection: the rows' parameters straight from the template and the payloads (no
+        :class:`NewJob` a row), multi-row INSERTs (:func:`insert_rows`); otherwise one
+        NewJob a row through :meth:`enqueue`.
+
+        Raises:
+            StoreBusy: the write lock could not be had within ``lock_timeout``.
+            StoreError: the database could not be written (nothing was).
+        """
+        if connection is not None or not template.plain or len(payloads) < 2:
+            return self.enqueue([template.with_payload(body) for body in payloads], connection)
+        t = template
+        meta = t.meta
+        conn = self._conn()
+        with self._write():
+            now = self.now()
+            run_at = now + t.delay if t.run_at is None else t.run_at
+            first = conn.execute(q.LAST_JOB_ID).fetchone()[0] + 1
+            ids = range(first, first + len(payloads))
+            queue, task, priority, max_attempts = t.queue, t.task, t.priority, t.max_attempts
+            params: list[Any] = []
+            if meta is None:
+                for job_id, body in zip(ids, payloads, strict=True):
+                    params += (job_id, queue, task, body, priority, run_at, max_attempts, now)
+            else:
+                for job_id, body in zip(ids, payloads, strict=True):
+                    params += (job_id, queue, task, body, priority, run_at, max_attempts, now, meta)
+            insert_rows(conn, params, meta is not None)
+        return [Inserted(job_id, True, run_at, now) for job_id in ids]
+
     def _insert_plain(self, conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[Inserted]:
         """:meth:`_insert` of rows that are all plain (:attr:`NewJob.plain`: no key, no
         unique key, nothing to set after), inside our own ``BEGIN IMMEDIATE``: ids from
