@@ -113,6 +113,18 @@ def test_plain_inserts_bind_no_none(tmp_path: Path) -> None:
             assert (row.meta, row.key, row.state) == (None, None, "queued")
         assert [dq.get(j.id).meta for j in with_meta] == [{"who": "me"}] * 3
         assert [dq.get(j.id).payload for j in many] == [{"n": i} for i in range(5)]
+        # past one statement's rows (500): ids in order, each row its own payload and meta
+        bound.clear()
+        plain = work.enqueue_many([{"n": i} for i in range(1201)])
+        metas = tagged.enqueue_many([{"n": i} for i in range(1201)])
+        assert bound == []  # (meta given: bound once a statement, never None)
+        rows = {r.id: r for r in dq.jobs(limit=5000)}
+        for jobs, meta in ((plain, None), (metas, {"who": "me"})):
+            ids = [j.id for j in jobs]
+            assert ids == list(range(ids[0], ids[0] + 1201))
+            assert [rows[i].payload for i in ids] == [{"n": i} for i in range(1201)]
+            assert [j.payload for j in jobs] == [{"n": i} for i in range(1201)]
+            assert {str(rows[i].meta) for i in ids} == {str(meta)}
     finally:
         sqlite3.adapters.pop((type(None), sqlite3.PrepareProtocol), None)
         dq.close()

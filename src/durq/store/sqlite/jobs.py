@@ -73,9 +73,9 @@ class JobsMixin(SqliteBase):
     ) -> list[Inserted]:
         """One job per payload, ``template`` with that payload, in one transaction (see
         :meth:`durq.store.base.Store.enqueue_plain`). A plain template, outside the caller's
-        connection: the rows' parameters straight from the template and the payloads (no
-        :class:`NewJob` a row), multi-row INSERTs (:func:`insert_rows`); otherwise one
-        NewJob a row through :meth:`enqueue`.
+        connection: no :class:`NewJob` a row; one statement per :data:`ROWS_PER_INSERT`
+        rows that binds the template's values once and each row's id and payload
+        (``queries.insert_payloads``); otherwise one NewJob a row through :meth:`enqueue`.
 
         Raises:
             StoreBusy: the write lock could not be had within ``lock_timeout``.
@@ -84,22 +84,24 @@ class JobsMixin(SqliteBase):
         if connection is not None or not template.plain or len(payloads) < 2:
             return self.enqueue([template.with_payload(body) for body in payloads], connection)
         t = template
-        meta = t.meta
         conn = self._conn()
         with self._write():
             now = self.now()
             run_at = now + t.delay if t.run_at is None else t.run_at
             first = conn.execute(q.LAST_JOB_ID).fetchone()[0] + 1
             ids = range(first, first + len(payloads))
-            queue, task, priority, max_attempts = t.queue, t.task, t.priority, t.max_attempts
-            params: list[Any] = []
-            if meta is None:
-                for job_id, body in zip(ids, payloads, strict=True):
-                    params += (job_id, queue, task, body, priority, run_at, max_attempts, now)
-            else:
-                for job_id, body in zip(ids, payloads, strict=True):
-                    params += (job_id, queue, task, body, priority, run_at, max_attempts, now, meta)
-            insert_rows(conn, params, meta is not None)
+            shared = [t.queue, t.task, t.priority, run_at, t.max_attempts, now]
+            meta = t.meta is not None
+            if meta:
+                shared.append(t.meta)
+            limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+            size = max(1, min(ROWS_PER_INSERT, (limit - len(shared)) // 2))
+            for start in range(0, len(payloads), size):
+                chunk = payloads[start : start + size]
+                params = shared.copy()
+                for job_id, body in zip(ids[start : start + size], chunk, strict=True):
+                    params += (job_id, body)
+                conn.execute(q.insert_payloads(len(chunk), meta), params)
         return [Inserted(job_id, True, run_at, now) for job_id in ids]
 
     def _insert_plain(self, conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[Inserted]:

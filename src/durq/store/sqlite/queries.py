@@ -52,6 +52,23 @@ def insert_jobs(rows: int, meta: bool = True) -> str:
     )
 
 
+@functools.lru_cache(maxsize=16)
+def insert_payloads(rows: int, meta: bool) -> str:
+    """One statement inserting ``rows`` rows that differ only in id and payload: the
+    template's values bound once (``?1`` … ``?6``: queue, task, priority, run_at,
+    max_attempts, created_at, and with ``meta`` ``?7``, else NULL written in the
+    statement), then ``(id, payload)`` per row: ``enqueue_many``'s plain rows, six values
+    fewer bound a row than :func:`insert_jobs`."""
+    return (
+        "INSERT INTO jobs (id, queue, task, payload, priority, run_at, max_attempts, state, key,"
+        " created_at, meta) SELECT column1, ?1, ?2, column2, ?3, ?4, ?5, 'queued', NULL, ?6, "
+        + ("?7" if meta else "NULL")
+        + " FROM (VALUES "
+        + ", ".join(["(?, ?)"] * rows)
+        + ")"
+    )
+
+
 INSERT_ONE = """
 INSERT INTO jobs (queue, task, payload, priority, run_at, max_attempts, state, key,
                   created_at, meta)
