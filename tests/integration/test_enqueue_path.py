@@ -85,3 +85,46 @@ def test_a_plain_enqueue_waits_out_a_held_write_lock_then_gives_up(tmp_path: Pat
     finally:
         blocker.close()
         dq.close()
+
+
+def test_plain_inserts_bind_no_none(tmp_path: Path) -> None:
+    """The plain inserts (one row, and the multi-row ``enqueue_many``) write a NULL meta and
+    key in the statement: the sqlite3 module sends every bound ``None`` through its adapter
+    lookup, a failed attribute lookup that formats an exception message (about 0.5 µs a
+    value, a sixth of ``enqueue_many``'s instructions per row). An adapter registered for
+    ``NoneType`` sees every bound ``None``: it must see none, and the rows must read back
+    as before, with and without meta."""
+    bound: list[object] = []
+    sqlite3.register_adapter(type(None), lambda value: bound.append(value))
+    dq = durq.Durq(f"sqlite:///{tmp_path / 'q.db'}")
+    try:
+
+        @dq.task
+        def work(n: int = 0) -> int:
+            return n
+
+        one = work.enqueue(n=1)
+        many = work.enqueue_many([{"n": i} for i in range(5)])
+        assert bound == []
+        tagged = work.options(meta={"who": "me"})
+        with_meta = [tagged.enqueue(n=7), *tagged.enqueue_many([{"n": 8}, {"n": 9}])]
+        for job in [one, *many]:
+            row = dq.get(job.id)
+            assert (row.meta, row.key, row.state) == (None, None, "queued")
+        assert [dq.get(j.id).meta for j in with_meta] == [{"who": "me"}] * 3
+        assert [dq.get(j.id).payload for j in many] == [{"n": i} for i in range(5)]
+        # past one statement's rows (500): ids in order, each row its own payload and meta
+        bound.clear()
+        plain = work.enqueue_many([{"n": i} for i in range(1201)])
+        metas = tagged.enqueue_many([{"n": i} for i in range(1201)])
+        assert bound == []  # (meta given: bound once a statement, never None)
+        rows = {r.id: r for r in dq.jobs(limit=5000)}
+        for jobs, meta in ((plain, None), (metas, {"who": "me"})):
+            ids = [j.id for j in jobs]
+            assert ids == list(range(ids[0], ids[0] + 1201))
+            assert [rows[i].payload for i in ids] == [{"n": i} for i in range(1201)]
+            assert [j.payload for j in jobs] == [{"n": i} for i in range(1201)]
+            assert {str(rows[i].meta) for i in ids} == {str(meta)}
+    finally:
+        sqlite3.adapters.pop((type(None), sqlite3.PrepareProtocol), None)
+        dq.close()

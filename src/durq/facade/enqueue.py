@@ -205,9 +205,19 @@ class EnqueueFacade(FacadeBase):
         task: Task[Any, Any] | None,
     ) -> list[Job]:
         template = self._template(task_name, opts, task)
-        plain = self._plain_news(template, items) if keys is None else None
-        if plain is not None:
-            news = plain
+        bodies = self._plain_payloads(template, items) if keys is None else None
+        log = events.enabled()
+        if bodies is not None:  # the rows differ only in their payload
+            if not bodies:
+                return []
+            inserted = self.store.enqueue_plain(template, bodies, connection=opts.connection)
+            if not log and not template.has_extras:
+                jobs = self._plain_jobs(template, bodies, inserted)
+            else:
+                jobs = [
+                    self._job_after_insert(template.with_payload(b), i, log)
+                    for b, i in zip(bodies, inserted, strict=True)
+                ]
         else:
             news = []
             for i, item in enumerate(items):
@@ -217,13 +227,9 @@ class EnqueueFacade(FacadeBase):
                     )
                 except (PayloadError, ConfigError) as exc:
                     _raise_for_item(exc, i, len(items))
-        if not news:
-            return []
-        inserted = self.store.enqueue(news, connection=opts.connection)
-        log = events.enabled()
-        if plain is not None and not log and not template.has_extras:
-            jobs = self._plain_jobs(news, inserted)
-        else:
+            if not news:
+                return []
+            inserted = self.store.enqueue(news, connection=opts.connection)
             jobs = [self._job_after_insert(n, i, log) for n, i in zip(news, inserted, strict=True)]
         if self.eager and opts.connection is None:
             self._run_eagerly()
@@ -340,14 +346,15 @@ class EnqueueFacade(FacadeBase):
             new = with_workflow(new, t, task, payload)
         return with_limit(new, task.limits if task is not None else None, payload)
 
-    def _plain_news(
+    def _plain_payloads(
         self, template: NewJob, items: Sequence[Mapping[str, Any]]
-    ) -> list[NewJob] | None:
-        """The rows of ``enqueue_many`` without keys in one loop, when nothing but the
-        payload differs between them: the task is registered here, its payloads are not
-        typed or encoded at rest, it has no hooks, limit or fair key and the template no
-        workflow. None when that is not so (each item then goes through
-        :meth:`_with_payload`). Each payload is checked exactly as there.
+    ) -> list[str] | None:
+        """The encoded payloads of ``enqueue_many`` without keys, when nothing but the
+        payload differs between its rows (they go to :meth:`Store.enqueue_plain` with the
+        template): the task is registered here, its payloads are not typed or encoded at
+        rest, it has no hooks, limit or fair key and the template no workflow. None when
+        that is not so (each item then goes through :meth:`_with_payload`). Each payload is
+        checked exactly as there.
 
         Raises:
             PayloadError, PayloadTooLarge: an item is not a fitting payload.
@@ -364,41 +371,44 @@ class EnqueueFacade(FacadeBase):
             or template.has_workflow
         ):
             return None
-        t = template
         limit = self.payload_limit
-        news: list[NewJob] = []
+        # Task.payload_problem's first test, inline (no call a row); it decides the rest
+        required, names, any_kwargs = task._required, task._names, task._any_kwargs
+        bodies: list[str] = []
         for i, item in enumerate(items):
             try:
                 payload = item if type(item) is dict else _as_dict(item, "payload")
-                body = encode_payload(payload, limit)
+                bodies.append(encode_payload(payload, limit))
             except PayloadError as exc:
                 _raise_for_item(exc, i, len(items))
-            problem = task.payload_problem(payload)
-            if problem is not None:
-                raise PayloadError(
-                    f"item {i} of {len(items)}: payload does not fit {task.name}(): {problem}"
-                )
-            news.append(NewJob(
-                t.queue, t.task, body, t.priority, t.run_at, t.max_attempts, None, t.meta,
-                t.delay, t.batch_id, t.park, t.park_ttl, t.deadline, t.deadline_in,
-                t.notice_after,
-            ))  # fmt: skip
-        return news
+            keys = payload.keys()
+            if not (required <= keys and (any_kwargs or keys <= names)):
+                problem = task.payload_problem(payload)
+                if problem is not None:
+                    raise PayloadError(
+                        f"item {i} of {len(items)}: payload does not fit {task.name}(): {problem}"
+                    )
+        return bodies
 
-    def _plain_jobs(self, news: Sequence[NewJob], inserted: Sequence[Inserted]) -> list[Job]:
-        """:meth:`_job_after_insert` for rows of :meth:`_plain_news` (no parents, no
-        parked / deadline columns) with no event to log: the records are built here, and
+    def _plain_jobs(
+        self, template: NewJob, bodies: Sequence[str], inserted: Sequence[Inserted]
+    ) -> list[Job]:
+        """:meth:`_job_after_insert` for the rows of :meth:`_plain_payloads` (no parents,
+        no parked / deadline columns) with no event to log: the records are built here, and
         only a row whose key existed (none, without keys) is read back."""
         store = self.store
+        t = template
+        queue, task, priority, max_attempts = t.queue, t.task, t.priority, t.max_attempts
+        meta, batch_id = t.meta, t.batch_id
         jobs: list[Job] = []
-        for new, ins in zip(news, inserted, strict=True):
+        for body, ins in zip(bodies, inserted, strict=True):
             if not ins.created:
-                jobs.append(self._job_after_insert(new, ins, False))
+                jobs.append(self._job_after_insert(t.with_payload(body), ins, False))
                 continue
             jobs.append(Job(store, JobRecord(
-                ins.id, new.queue, new.task, new.payload, new.priority, ins.run_at, 0,
-                new.max_attempts, "queued", None, None, None, None, ins.created_at, None, None,
-                None, None, "[]", new.meta, 0, batch_id=new.batch_id,
+                ins.id, queue, task, body, priority, ins.run_at, 0, max_attempts, "queued",
+                None, None, None, None, ins.created_at, None, None, None, None, "[]", meta, 0,
+                batch_id=batch_id,
             )))  # fmt: skip
         return jobs
 

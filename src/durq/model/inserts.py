@@ -47,6 +47,18 @@ class NewJob:
     unique_period: float | None = None  # seconds the key is held (None: while active)
     fair_key: str | None = None  # claims go round-robin over these
 
+    def with_payload(self, payload: str) -> NewJob:
+        """This job with another (encoded) ``payload``, every other field the same: the
+        rows of ``enqueue_many`` built from one template (``dataclasses.replace`` checks
+        its keywords and costs several times as much)."""
+        return NewJob(
+            self.queue, self.task, payload, self.priority, self.run_at, self.max_attempts,
+            self.key, self.meta, self.delay, self.batch_id, self.park, self.park_ttl,
+            self.deadline, self.deadline_in, self.notice_after, self.limit, self.on_fail,
+            self.hook_queue, self.parents, self.tags, self.unique_key, self.unique_period,
+            self.fair_key,
+        )  # fmt: skip
+
     @property
     def plain(self) -> bool:
         """True for a row that is one INSERT and nothing else: no key, batch, limit, hooks,

@@ -73,6 +73,15 @@ class Store(Protocol):
         """
         ...
 
+    def enqueue_plain(
+        self, template: NewJob, payloads: Sequence[str], connection: Any = None
+    ) -> list[Inserted]:
+        """:meth:`enqueue` of one job per payload: ``template`` (its own ``payload``
+        unused) with that encoded payload, in order, in one transaction. The rows of a
+        plain ``enqueue_many``; a backend may write them without a :class:`NewJob` each.
+        Raises as :meth:`enqueue`."""
+        ...
+
     def claim(
         self, queue: str, tasks: Sequence[str], limit: int, lease: float, worker_id: str
     ) -> list[Claimed]: ...
@@ -610,6 +619,15 @@ class Shortcuts:
         limited: int | None = None,
     ) -> tuple[list[bool], list[Claimed]]:
         raise NotImplementedError
+
+    def enqueue(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Inserted]:
+        raise NotImplementedError
+
+    def enqueue_plain(
+        self, template: NewJob, payloads: Sequence[str], connection: Any = None
+    ) -> list[Inserted]:
+        """:meth:`Store.enqueue_plain` through :meth:`Store.enqueue`: one NewJob a row."""
+        return self.enqueue([template.with_payload(body) for body in payloads], connection)
 
     def claim(
         self, queue: str, tasks: Sequence[str], limit: int, lease: float, worker_id: str

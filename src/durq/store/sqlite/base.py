@@ -52,7 +52,6 @@ class SqliteBase:
             jobs: Sequence[NewJob],
             *,
             explicit_ids: bool,
-            simple: bool = False,
         ) -> list[Inserted]: ...
 
         # batching.py

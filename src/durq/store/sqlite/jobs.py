@@ -27,14 +27,23 @@ class JobsMixin(SqliteBase):
             # One row, one statement (SQLite's autocommit: the statement is its transaction)
             # through the fair writer (an ordinary writer steps aside for heartbeats); its id
             # is the connection's last rowid (RETURNING costs SQLite an ephemeral table).
+            # Without meta, the statement that writes NULL itself (binding None costs the
+            # sqlite3 module an adapter lookup; see queries.insert_jobs).
             job = jobs[0]
             now = self.now()
             run_at = now + job.delay if job.run_at is None else job.run_at
-            cur = self._write_one(
-                q.INSERT_ONE_PLAIN,
-                (job.queue, job.task, job.payload, job.priority, run_at, job.max_attempts, now,
-                 job.meta),
-            )  # fmt: skip
+            meta = job.meta
+            if meta is None:
+                cur = self._write_one(
+                    q.INSERT_ONE_PLAIN_BARE,
+                    (job.queue, job.task, job.payload, job.priority, run_at, job.max_attempts, now),
+                )  # fmt: skip
+            else:
+                cur = self._write_one(
+                    q.INSERT_ONE_PLAIN,
+                    (job.queue, job.task, job.payload, job.priority, run_at, job.max_attempts,
+                     now, meta),
+                )  # fmt: skip
             job_id = cur.lastrowid  # the row's id: this statement was the connection's last
             assert job_id is not None
             return [Inserted(job_id, True, run_at, now)]
@@ -52,10 +61,70 @@ class JobsMixin(SqliteBase):
             except sqlite3.Error as exc:
                 raise translate(exc, self.path) from exc
         conn = self._conn()
-        simple = all(job.plain for job in jobs)  # one check a row, not one per pass
+        simple = all(map(_is_plain, jobs))  # one check a row, not one per pass
         with self._write():
-            inserted = self._insert(conn, jobs, explicit_ids=True, simple=simple)
-            return inserted if simple else self._set_extras(conn, jobs, inserted)
+            if simple:
+                return self._insert_plain(conn, jobs)
+            inserted = self._insert(conn, jobs, explicit_ids=True)
+            return self._set_extras(conn, jobs, inserted)
+
+    def enqueue_plain(
+        self, template: NewJob, payloads: Sequence[str], connection: Any = None
+    ) -> list[Inserted]:
+        """One job per payload, ``template`` with that payload, in one transaction (see
+        :meth:`durq.store.base.Store.enqueue_plain`). A plain template, outside the caller's
+        connection: no :class:`NewJob` a row; one statement per :data:`ROWS_PER_INSERT`
+        rows that binds the template's values once and each row's id and payload
+        (``queries.insert_payloads``); otherwise one NewJob a row through :meth:`enqueue`.
+
+        Raises:
+            StoreBusy: the write lock could not be had within ``lock_timeout``.
+            StoreError: the database could not be written (nothing was).
+        """
+        if connection is not None or not template.plain or len(payloads) < 2:
+            return self.enqueue([template.with_payload(body) for body in payloads], connection)
+        t = template
+        conn = self._conn()
+        with self._write():
+            now = self.now()
+            run_at = now + t.delay if t.run_at is None else t.run_at
+            first = conn.execute(q.LAST_JOB_ID).fetchone()[0] + 1
+            ids = range(first, first + len(payloads))
+            shared = [t.queue, t.task, t.priority, run_at, t.max_attempts, now]
+            meta = t.meta is not None
+            if meta:
+                shared.append(t.meta)
+            limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+            size = max(1, min(ROWS_PER_INSERT, (limit - len(shared)) // 2))
+            for start in range(0, len(payloads), size):
+                chunk = payloads[start : start + size]
+                params = shared.copy()
+                for job_id, body in zip(ids[start : start + size], chunk, strict=True):
+                    params += (job_id, body)
+                conn.execute(q.insert_payloads(len(chunk), meta), params)
+        return [Inserted(job_id, True, run_at, now) for job_id in ids]
+
+    def _insert_plain(self, conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[Inserted]:
+        """:meth:`_insert` of rows that are all plain (:attr:`NewJob.plain`: no key, no
+        unique key, nothing to set after), inside our own ``BEGIN IMMEDIATE``: ids from
+        ``sqlite_sequence``, the rows in multi-row INSERTs (:func:`insert_rows`)."""
+        now = self.now()
+        next_id = conn.execute(q.LAST_JOB_ID).fetchone()[0]
+        metas = any(job.meta is not None for job in jobs)
+        params: list[Any] = []
+        out: list[Inserted] = []
+        for job in jobs:
+            run_at = now + job.delay if job.run_at is None else job.run_at
+            next_id += 1
+            params += (
+                next_id, job.queue, job.task, job.payload, job.priority, run_at,
+                job.max_attempts, now,
+            )  # fmt: skip
+            if metas:
+                params.append(job.meta)
+            out.append(Inserted(next_id, True, run_at, now))
+        insert_rows(conn, params, metas)
+        return out
 
     def _insert(
         self,
@@ -63,25 +132,25 @@ class JobsMixin(SqliteBase):
         jobs: Sequence[NewJob],
         *,
         explicit_ids: bool,
-        simple: bool = False,
     ) -> list[Inserted]:
         """Insert on ``conn`` inside whatever transaction it has open.
 
         With ``explicit_ids`` (only under our own ``BEGIN IMMEDIATE``, where nobody else can
-        insert) plain rows get ids from ``sqlite_sequence`` and go in one ``executemany``;
-        otherwise each row is inserted on its own and SQLite assigns its id. ``simple``:
-        the caller found every row plain (:attr:`NewJob.plain`), so the limit, hook and
-        workflow passes are skipped.
+        insert) plain rows get ids from ``sqlite_sequence`` and go in multi-row INSERTs
+        (:func:`insert_rows`); otherwise each row is inserted on its own and SQLite
+        assigns its id. Rows that are all plain take :meth:`_insert_plain` instead.
         """
         now = self.now()
         out: list[Inserted] = []
         next_id = conn.execute(q.LAST_JOB_ID).fetchone()[0] if explicit_ids else 0
-        plain: list[tuple[Any, ...]] = []
+        # The plain rows' parameters, flat (insert_rows' layout); meta only when a row has one
+        plain: list[Any] = []
+        metas = explicit_ids and any(job.meta is not None for job in jobs)
         for job in jobs:
             run_at = now + job.delay if job.run_at is None else job.run_at
             if job.unique_key is not None:
                 if plain:
-                    conn.executemany(q.INSERT_JOB, plain)
+                    insert_rows(conn, plain, metas)
                     plain = []
                 holder = self._unique_holder(conn, job, now)
                 if holder is not None:
@@ -110,15 +179,17 @@ class JobsMixin(SqliteBase):
                 continue
             if job.key is None:
                 next_id += 1
-                plain.append((
+                plain += (
                     next_id, job.queue, job.task, job.payload, job.priority, run_at,
-                    job.max_attempts, None, now, job.meta,
-                ))  # fmt: skip
+                    job.max_attempts, now,
+                )  # fmt: skip
+                if metas:
+                    plain.append(job.meta)
                 out.append(Inserted(next_id, True, run_at, now))
                 continue
             # Keyed rows go one by one: a conflict returns the existing job.
             if plain:
-                insert_rows(conn, plain)
+                insert_rows(conn, plain, metas)
                 plain = []
             row = {
                 "queue": job.queue, "task": job.task, "payload": job.payload,
@@ -134,9 +205,7 @@ class JobsMixin(SqliteBase):
                 existing = conn.execute(q.SELECT_JOB_BY_KEY, key).fetchone()
                 out.append(Inserted(existing[0], False, existing[5], existing[13]))
         if plain:
-            insert_rows(conn, plain)
-        if simple:  # every row plain (the caller checked): nothing more to set
-            return out
+            insert_rows(conn, plain, metas)
         self._set_limits(conn, jobs, out)
         self._set_hooks(conn, jobs, out)
         self._set_workflow(conn, jobs, out)
@@ -339,26 +408,33 @@ class JobsMixin(SqliteBase):
         return summary
 
 
-#: Rows per multi-row INSERT: 10 parameters each, within SQLite's default limit of 32,766
+#: Rows per multi-row INSERT: 9 parameters each, within SQLite's default limit of 32,766
 #: variables (3.32+; a build with a lower limit gets smaller chunks, see :func:`insert_rows`).
 ROWS_PER_INSERT = 500
 
 
-def insert_rows(conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Insert plain rows (``INSERT_JOB``'s columns, explicit ids) with one multi-row
-    ``INSERT … VALUES (…), (…)`` statement per chunk of :data:`ROWS_PER_INSERT`.
+_is_plain = NewJob.plain.fget  # type: ignore[attr-defined]  # (no generator frame a row)
+
+
+def insert_rows(conn: sqlite3.Connection, params: list[Any], meta: bool) -> None:
+    """Insert plain rows (explicit ids, no key) with one multi-row ``INSERT … VALUES (…),
+    (…)`` statement per chunk of :data:`ROWS_PER_INSERT`.
+
+    ``params`` holds the rows' parameters one after the other, each row's as
+    :data:`durq.store.sqlite.queries.INSERT_JOB_COLUMNS` says: with ``meta`` nine a row,
+    without (every row's meta is NULL) eight, the NULL written in the statement.
 
     One statement per chunk instead of one step per row (``executemany``): SQLite parses
     and plans it once per chunk size (the sqlite3 module caches statements by their text)
     and runs the whole chunk in C. Measured on the 2-core test machine: see
     docs/features/performance.md.
     """
+    width = q.INSERT_JOB_COLUMNS if meta else q.INSERT_JOB_COLUMNS - 1
     limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-    size = max(1, min(ROWS_PER_INSERT, limit // q.INSERT_JOB_COLUMNS))
-    for start in range(0, len(rows), size):
-        chunk = rows[start : start + size]
-        params = [value for row in chunk for value in row]
-        conn.execute(q.insert_jobs(len(chunk)), params)
+    size = max(1, min(ROWS_PER_INSERT, limit // width)) * width
+    for start in range(0, len(params), size):
+        chunk = params[start : start + size] if len(params) > size else params
+        conn.execute(q.insert_jobs(len(chunk) // width, meta), chunk)
 
 
 #: Longest result (characters) written in ``FINISH_SUCCEEDED_MANY``; longer ones go one
