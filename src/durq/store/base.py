@@ -21,6 +21,7 @@ from durq.model import (
     Claimed,
     Edge,
     Inserted,
+    InsertedRows,
     JobRecord,
     LimitUsage,
     NewBatch,
@@ -70,6 +71,21 @@ class Store(Protocol):
 
         With ``connection`` (the caller's own open connection to the same database), the
         rows are written inside the caller's transaction and commit or roll back with it.
+        """
+        ...
+
+    def enqueue_rows(self, job: NewJob, payloads: Sequence[str]) -> InsertedRows:
+        """Insert one job per payload in one transaction, each of them ``job`` with that
+        payload (``job.payload`` is not used): the bulk path of ``enqueue_many``, with no
+        :class:`NewJob` or :class:`Inserted` per row. Wakes the workers of ``job.queue``.
+
+        ``job`` must be plain (:attr:`NewJob.plain`: no key, batch, limit, hooks, parked /
+        deadline columns or workflow) and ``payloads`` encoded as :attr:`NewJob.payload`
+        is; every row is new, and all of them share one ``run_at`` and ``created_at``.
+
+        Raises:
+            ValueError: ``job`` is not plain.
+            StoreError: the database refused the rows; none of them was written.
         """
         ...
 

@@ -9,7 +9,15 @@ from typing import Any
 
 from durq.errors import ConfigError
 from durq.failpoints import hit
-from durq.model import SNOOZE_KIND, Claimed, Inserted, NewJob, Outcome, ReapSummary
+from durq.model import (
+    SNOOZE_KIND,
+    Claimed,
+    Inserted,
+    InsertedRows,
+    NewJob,
+    Outcome,
+    ReapSummary,
+)
 from durq.store.sqlite import batches as sb
 from durq.store.sqlite import dependencies as deps
 from durq.store.sqlite import queries as q
@@ -56,6 +64,35 @@ class JobsMixin(SqliteBase):
         with self._write():
             inserted = self._insert(conn, jobs, explicit_ids=True, simple=simple)
             return inserted if simple else self._set_extras(conn, jobs, inserted)
+
+    def enqueue_rows(self, job: NewJob, payloads: Sequence[str]) -> InsertedRows:
+        """One plain job per payload (see :meth:`durq.store.base.Store.enqueue_rows`): ids
+        from ``sqlite_sequence`` under the write lock, the rows in multi-row ``INSERT``
+        statements (:func:`insert_rows`), as :meth:`enqueue` writes plain rows.
+
+        Raises:
+            ValueError: ``job`` is not plain.
+            StoreError: the database refused the rows; none of them was written.
+        """
+        if not job.plain:
+            raise ValueError("enqueue_rows takes a plain job (no key, batch, hooks, ...)")
+        if not payloads:
+            return InsertedRows([], self.now(), self.now())
+        conn = self._conn()
+        with self._write():
+            now = self.now()
+            run_at = now + job.delay if job.run_at is None else job.run_at
+            first = conn.execute(q.LAST_JOB_ID).fetchone()[0] + 1
+            ids = list(range(first, first + len(payloads)))
+            queue, task, priority, attempts, meta = (
+                job.queue, job.task, job.priority, job.max_attempts, job.meta
+            )  # fmt: skip
+            rows = [
+                (job_id, queue, task, payload, priority, run_at, attempts, None, now, meta)
+                for job_id, payload in zip(ids, payloads, strict=True)
+            ]
+            insert_rows(conn, rows)
+        return InsertedRows(ids, run_at, now)
 
     def _insert(
         self,
