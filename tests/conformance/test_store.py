@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import durq
-from durq.model import AttemptError, NewJob, Outcome
+from durq.model import AttemptError, InsertedRows, NewJob, Outcome
 from tests.conftest import Clock
 
 LEASE = 30.0
@@ -393,7 +393,14 @@ def test_enqueue_rows_writes_one_job_per_payload_in_order(
         max_attempts=7, meta=json.dumps({"m": "\u00e9"}, ensure_ascii=False), delay=45.0,
     )  # fmt: skip
     payloads = [json.dumps({"n": i, "s": "a\tb\\c" * (i % 2)}) for i in range(count)]
-    rows = app.store.enqueue_rows(template, payloads)
+    seen: list[int] = []
+
+    def build(rows: InsertedRows) -> InsertedRows:
+        seen.extend(rows.ids)  # what the store returns is what it built
+        return rows
+
+    rows = app.store.enqueue_rows(template, payloads, build)
+    assert seen == rows.ids
     assert len(rows.ids) == count and rows.ids == sorted(set(rows.ids))
     assert rows.created_at == pytest.approx(clock.now, abs=1e-3)
     assert rows.run_at == pytest.approx(clock.now + 45.0, abs=1e-3)
@@ -407,5 +414,5 @@ def test_enqueue_rows_writes_one_job_per_payload_in_order(
         assert (row.run_at, row.created_at) == (rows.run_at, rows.created_at)
     assert len(app.jobs(queue=template.queue, limit=1000)) == count
     with pytest.raises(ValueError, match="plain"):
-        app.store.enqueue_rows(NewJob("q", "work", "", 0, None, 1, key="k"), ["{}"])
-    assert app.store.enqueue_rows(template, []).ids == []
+        app.store.enqueue_rows(NewJob("q", "work", "", 0, None, 1, key="k"), ["{}"], build)
+    assert app.store.enqueue_rows(template, [], build).ids == []

@@ -4,6 +4,7 @@ of tasks (``task.enqueue``, ``task.enqueue_many``) and the row template they sha
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -214,7 +215,8 @@ class EnqueueFacade(FacadeBase):
             and template.plain
             and not events.enabled()
         ):  # rows that differ in their payload only: no NewJob or Inserted per row
-            jobs = self._rows_jobs(template, bodies, self.store.enqueue_rows(template, bodies))
+            build = functools.partial(self._rows_jobs, template, bodies)
+            jobs = self.store.enqueue_rows(template, bodies, build)
             if self.eager:
                 self._run_eagerly()
                 for job in jobs:

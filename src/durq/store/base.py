@@ -8,7 +8,7 @@ the row.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from durq.codecs import Codec
 from durq.errors import JobGone
@@ -42,6 +42,8 @@ from durq.model import (
 )
 from durq.model.dashboard import JobFilter, WhyFacts, WorkerDetail, WorkerReport
 
+T = TypeVar("T")
+
 
 class Store(Protocol):
     """What a backend provides. Times are seconds since the epoch from :meth:`now`."""
@@ -74,7 +76,9 @@ class Store(Protocol):
         """
         ...
 
-    def enqueue_rows(self, job: NewJob, payloads: Sequence[str]) -> InsertedRows:
+    def enqueue_rows(
+        self, job: NewJob, payloads: Sequence[str], build: Callable[[InsertedRows], T]
+    ) -> T:
         """Insert one job per payload in one transaction, each of them ``job`` with that
         payload (``job.payload`` is not used): the bulk path of ``enqueue_many``, with no
         :class:`NewJob` or :class:`Inserted` per row. Wakes the workers of ``job.queue``.
@@ -82,6 +86,10 @@ class Store(Protocol):
         ``job`` must be plain (:attr:`NewJob.plain`: no key, batch, limit, hooks, parked /
         deadline columns or workflow) and ``payloads`` encoded as :attr:`NewJob.payload`
         is; every row is new, and all of them share one ``run_at`` and ``created_at``.
+        Returns ``build(rows)``, ``rows`` the :class:`InsertedRows` (ids in the payloads'
+        order). ``build`` only makes records and must not raise: a store may call it before
+        its commit, while the database still writes the rows (PostgreSQL does), and drops
+        its result when the commit fails.
 
         Raises:
             ValueError: ``job`` is not plain.

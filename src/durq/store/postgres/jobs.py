@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -13,6 +13,8 @@ from durq.failpoints import hit
 from durq.model import Claimed, Inserted, InsertedRows, NewJob, Outcome, ReapSummary
 from durq.store.postgres.base import PostgresBase
 from durq.store.postgres.connection import translate
+
+T = TypeVar("T")
 
 #: From how many plain jobs on ``enqueue_many`` uses ``COPY`` rather than one
 #: ``INSERT … SELECT FROM unnest(…)`` (below it the extra round trip for the ids costs more
@@ -221,10 +223,14 @@ class JobsMixin(PostgresBase):
             copy.write(b"".join(parts))
         return out
 
-    def enqueue_rows(self, job: NewJob, payloads: Sequence[str]) -> InsertedRows:
+    def enqueue_rows(
+        self, job: NewJob, payloads: Sequence[str], build: Callable[[InsertedRows], T]
+    ) -> T:
         """One plain job per payload (see :meth:`durq.store.base.Store.enqueue_rows`): from
         :data:`COPY_FROM` payloads on one binary COPY whose rows differ only in their id
-        and payload, built in one loop; fewer go through :meth:`enqueue`.
+        and payload, built in one loop; fewer go through :meth:`enqueue`. ``build`` runs
+        once the last row is sent, while the server still writes the rows (the client's
+        work on the result and the server's on the rows overlap), before the commit.
 
         Raises:
             ValueError: ``job`` is not plain.
@@ -239,10 +245,10 @@ class JobsMixin(PostgresBase):
                 for p in payloads
             ])  # fmt: skip
             if not inserted:
-                return InsertedRows([], self.now(), self.now())
-            return InsertedRows(
-                [i.id for i in inserted], inserted[0].run_at, inserted[0].created_at
-            )
+                return build(InsertedRows([], self.now(), self.now()))
+            first_row = inserted[0]
+            ids = [i.id for i in inserted]
+            return build(InsertedRows(ids, first_row.run_at, first_row.created_at))
         with self._tx() as conn:
             n = len(payloads)
             params = {"at": self._at(), "n": n, "channel": self.channel, "queue": job.queue}
@@ -261,8 +267,9 @@ class JobsMixin(PostgresBase):
                         payload = text.encode(encoding)
                         parts += (start(10, 8, job_id, head, len(payload)), payload, tail)
                     copy.write(b"".join(parts))
-                copy.write(COPY_TRAILER)
-        return InsertedRows(ids, run_at, now)
+                copy.write(COPY_TRAILER)  # every row is on its way: build while they land
+                built = build(InsertedRows(ids, run_at, now))
+        return built
 
     # -- running jobs ---------------------------------------------------------------------
 

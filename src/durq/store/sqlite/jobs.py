@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from durq.errors import ConfigError
 from durq.failpoints import hit
@@ -23,6 +23,8 @@ from durq.store.sqlite import dependencies as deps
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.base import SqliteBase
 from durq.store.sqlite.connection import translate
+
+T = TypeVar("T")
 
 
 class JobsMixin(SqliteBase):
@@ -65,10 +67,13 @@ class JobsMixin(SqliteBase):
             inserted = self._insert(conn, jobs, explicit_ids=True, simple=simple)
             return inserted if simple else self._set_extras(conn, jobs, inserted)
 
-    def enqueue_rows(self, job: NewJob, payloads: Sequence[str]) -> InsertedRows:
+    def enqueue_rows(
+        self, job: NewJob, payloads: Sequence[str], build: Callable[[InsertedRows], T]
+    ) -> T:
         """One plain job per payload (see :meth:`durq.store.base.Store.enqueue_rows`): ids
         from ``sqlite_sequence`` under the write lock, the rows in multi-row ``INSERT``
-        statements (:func:`insert_rows`), as :meth:`enqueue` writes plain rows.
+        statements (:func:`insert_rows`), as :meth:`enqueue` writes plain rows; ``build``
+        runs after the commit.
 
         Raises:
             ValueError: ``job`` is not plain.
@@ -77,7 +82,7 @@ class JobsMixin(SqliteBase):
         if not job.plain:
             raise ValueError("enqueue_rows takes a plain job (no key, batch, hooks, ...)")
         if not payloads:
-            return InsertedRows([], self.now(), self.now())
+            return build(InsertedRows([], self.now(), self.now()))
         conn = self._conn()
         with self._write():
             now = self.now()
@@ -92,7 +97,7 @@ class JobsMixin(SqliteBase):
                 for job_id, payload in zip(ids, payloads, strict=True)
             ]
             insert_rows(conn, rows)
-        return InsertedRows(ids, run_at, now)
+        return build(InsertedRows(ids, run_at, now))
 
     def _insert(
         self,
