@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import durq
-from durq.model import AttemptError, NewJob, Outcome
+from durq.model import AttemptError, InsertedRows, NewJob, Outcome
 from tests.conftest import Clock
 
 LEASE = 30.0
@@ -378,3 +378,41 @@ def test_a_copy_sized_insert_keeps_each_rows_own_columns(app: durq.Durq, clock: 
         assert (row.max_attempts, row.meta, row.state) == (new.max_attempts, new.meta, "queued")
         assert row.run_at == pytest.approx(expected_run_at, abs=1e-3)
         assert (ins.created, ins.run_at, ins.created_at) == (True, row.run_at, row.created_at)
+
+
+@pytest.mark.parametrize("count", [3, 450])
+def test_enqueue_rows_writes_one_job_per_payload_in_order(
+    app: durq.Durq, clock: Clock, count: int
+) -> None:
+    """The bulk path of enqueue_many (below and above PostgreSQL's COPY threshold): one
+    new job per payload, in the payloads' order, each the template with its payload, all
+    with the run_at and created_at returned; names and text outside ASCII are kept."""
+    register(app)
+    template = NewJob(
+        queue="fila-\u00e9\u961f", task="work", payload="", priority=-3, run_at=None,
+        max_attempts=7, meta=json.dumps({"m": "\u00e9"}, ensure_ascii=False), delay=45.0,
+    )  # fmt: skip
+    payloads = [json.dumps({"n": i, "s": "a\tb\\c" * (i % 2)}) for i in range(count)]
+    seen: list[int] = []
+
+    def build(rows: InsertedRows) -> InsertedRows:
+        seen.extend(rows.ids)  # what the store returns is what it built
+        return rows
+
+    rows = app.store.enqueue_rows(template, payloads, build)
+    assert seen == rows.ids
+    assert len(rows.ids) == count and rows.ids == sorted(set(rows.ids))
+    assert rows.created_at == pytest.approx(clock.now, abs=1e-3)
+    assert rows.run_at == pytest.approx(clock.now + 45.0, abs=1e-3)
+    for job_id, payload in [*zip(rows.ids, payloads, strict=True)][:: max(1, count // 40)]:
+        row = app.store.get(job_id)
+        assert row is not None
+        assert (row.queue, row.task, row.payload, row.priority, row.max_attempts) == (
+            template.queue, "work", payload, -3, 7
+        )  # fmt: skip
+        assert (row.meta, row.state, row.attempts) == (template.meta, "queued", 0)
+        assert (row.run_at, row.created_at) == (rows.run_at, rows.created_at)
+    assert len(app.jobs(queue=template.queue, limit=1000)) == count
+    with pytest.raises(ValueError, match="plain"):
+        app.store.enqueue_rows(NewJob("q", "work", "", 0, None, 1, key="k"), ["{}"], build)
+    assert app.store.enqueue_rows(template, [], build).ids == []

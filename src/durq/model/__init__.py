@@ -18,7 +18,7 @@ from durq.model.dashboard import (
     WorkerReport,
 )
 from durq.model.dependencies import Edge, Parent, ParentResult
-from durq.model.inserts import Inserted, NewJob
+from durq.model.inserts import Inserted, InsertedRows, NewJob
 from durq.model.jobs import (
     HOOK_MAX_ATTEMPTS,
     HOOK_TASK_PREFIX,
@@ -56,6 +56,7 @@ __all__ = [
     "Edge",
     "InHand",
     "Inserted",
+    "InsertedRows",
     "JobFilter",
     "JobLimit",
     "JobRecord",

@@ -120,3 +120,14 @@ class Inserted:
     created: bool
     run_at: float
     created_at: float
+
+
+@dataclass(slots=True)
+class InsertedRows:
+    """What :meth:`durq.store.base.Store.enqueue_rows` came to: the new jobs' ids in the
+    order of their payloads, and the ``run_at`` and ``created_at`` they all share (epoch
+    seconds on the store's clock)."""
+
+    ids: list[int]
+    run_at: float
+    created_at: float

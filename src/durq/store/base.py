@@ -8,7 +8,7 @@ the row.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from durq.codecs import Codec
 from durq.errors import JobGone
@@ -21,6 +21,7 @@ from durq.model import (
     Claimed,
     Edge,
     Inserted,
+    InsertedRows,
     JobRecord,
     LimitUsage,
     NewBatch,
@@ -40,6 +41,8 @@ from durq.model import (
     WorkerInfo,
 )
 from durq.model.dashboard import JobFilter, WhyFacts, WorkerDetail, WorkerReport
+
+T = TypeVar("T")
 
 
 class Store(Protocol):
@@ -80,6 +83,27 @@ class Store(Protocol):
         unused) with that encoded payload, in order, in one transaction. The rows of a
         plain ``enqueue_many``; a backend may write them without a :class:`NewJob` each.
         Raises as :meth:`enqueue`."""
+        ...
+
+    def enqueue_rows(
+        self, job: NewJob, payloads: Sequence[str], build: Callable[[InsertedRows], T]
+    ) -> T:
+        """Insert one job per payload in one transaction, each of them ``job`` with that
+        payload (``job.payload`` is not used): the bulk path of ``enqueue_many``, with no
+        :class:`NewJob` or :class:`Inserted` per row. Wakes the workers of ``job.queue``.
+
+        ``job`` must be plain (:attr:`NewJob.plain`: no key, batch, limit, hooks, parked /
+        deadline columns or workflow) and ``payloads`` encoded as :attr:`NewJob.payload`
+        is; every row is new, and all of them share one ``run_at`` and ``created_at``.
+        Returns ``build(rows)``, ``rows`` the :class:`InsertedRows` (ids in the payloads'
+        order). ``build`` only makes records and must not raise: a store may call it before
+        its commit, while the database still writes the rows (PostgreSQL does), and drops
+        its result when the commit fails.
+
+        Raises:
+            ValueError: ``job`` is not plain.
+            StoreError: the database refused the rows; none of them was written.
+        """
         ...
 
     def claim(

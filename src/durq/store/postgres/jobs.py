@@ -3,31 +3,64 @@
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
 from durq.failpoints import hit
-from durq.model import Claimed, Inserted, NewJob, Outcome, ReapSummary
+from durq.model import Claimed, Inserted, InsertedRows, NewJob, Outcome, ReapSummary
 from durq.store.postgres.base import PostgresBase
 from durq.store.postgres.connection import translate
+
+T = TypeVar("T")
 
 #: From how many plain jobs on ``enqueue_many`` uses ``COPY`` rather than one
 #: ``INSERT … SELECT FROM unnest(…)`` (below it the extra round trip for the ids costs more
 #: than COPY saves).
 COPY_FROM = 200
-#: Rows of COPY text sent to the server in one write.
-COPY_LINES = 1_000
-_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+#: Rows of COPY data sent to the server in one write.
+COPY_ROWS = 1_000
+#: The same in parts (three per row) for :meth:`JobsMixin._copy_in`.
+COPY_PARTS = 3 * COPY_ROWS
+#: The start and the end of a binary COPY stream (PostgreSQL's ``COPY … (FORMAT BINARY)``:
+#: signature, flags, header extension length; a field count of -1).
+COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)
+COPY_TRAILER = struct.pack("!h", -1)
+_FIELD_LENGTH = struct.Struct("!i").pack
 
 
-def copy_text(value: str) -> str:
-    """``value`` as a field of ``COPY … FROM STDIN`` text format: backslash, tab, newline
-    and carriage return escaped (JSON text has backslashes; names may have anything)."""
-    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
-        return value.translate(_COPY_ESCAPES)
-    return value
+def _text_field(value: str, encoding: str) -> bytes:
+    """``value`` as one text field of a binary COPY row: its length and its bytes in the
+    connection's client encoding (the server's ``textrecv`` converts and checks them)."""
+    data = value.encode(encoding)
+    return _FIELD_LENGTH(len(data)) + data
+
+
+def _copy_columns(job: NewJob, now: float, encoding: str) -> tuple[bytes, bytes, float]:
+    """The binary COPY row of ``job`` (``COPY_JOBS``'s ten columns) but its id and its
+    payload, as (``head``, ``tail``, ``run_at``): a row is ``_row_start(head)(10, 8, id,
+    head, len(payload))``, the payload's bytes, then ``tail``. ``run_at`` is computed
+    exactly as ``INSERT_MANY`` computes it in SQL: ``now + delay`` unless given."""
+    run_at = now + float(job.delay) if job.run_at is None else float(job.run_at)
+    head = _text_field(job.queue, encoding) + _text_field(job.task, encoding)
+    tail = b"".join((
+        struct.pack("!ii", 4, job.priority),
+        struct.pack("!id", 8, run_at),
+        struct.pack("!ii", 4, job.max_attempts),
+        _text_field("queued", encoding),
+        struct.pack("!id", 8, now),
+        _FIELD_LENGTH(-1) if job.meta is None else _text_field(job.meta, encoding),
+    ))  # fmt: skip
+    return head, tail, run_at
+
+
+def _row_start(head: bytes) -> Callable[..., bytes]:
+    """The packer of a row's start: its field count (10), the id's length (8) and value,
+    ``head`` (queue and task, :func:`_copy_columns`) and the payload's length, in one
+    call."""
+    return struct.Struct(f"!hiq{len(head)}si").pack
 
 
 def _same_columns(job: NewJob, last: NewJob) -> bool:
@@ -182,41 +215,88 @@ class JobsMixin(PostgresBase):
     def _copy_in(
         self, conn: psycopg.Connection[Any], at: float | None, jobs: Sequence[NewJob]
     ) -> list[Inserted]:
-        """Insert plain jobs with ``COPY … FROM STDIN``: one round trip for their ids and
-        the database's time (``RESERVE_IDS``), then one COPY with explicit ids, which
-        PostgreSQL accepts into the ``GENERATED ALWAYS`` identity column. ``run_at`` is
-        computed here exactly as ``INSERT_MANY`` computes it in SQL (``now + delay`` unless
-        given), from the database's clock read in the same transaction."""
+        """Insert plain jobs with ``COPY … FROM STDIN (FORMAT BINARY)``: one round trip for
+        their ids and the database's time (``RESERVE_IDS``), then one COPY with explicit
+        ids, which PostgreSQL accepts into the ``GENERATED ALWAYS`` identity column.
+
+        The binary rows are built here (:func:`_copy_columns`): text fields are the
+        values' bytes in the connection's encoding (nothing to escape), numbers their
+        network-order bytes; the columns around the payload are encoded again only when a
+        row's differ from the previous row's (the rows of one ``enqueue_many`` share every
+        one of them)."""
         row = conn.execute(self._sql["RESERVE_IDS"], {"at": at, "n": len(jobs)}).fetchone()
         assert row is not None
-        now, ids = float(row[0]), [int(i) for i in row[1]]
+        now, ids = float(row[0]), row[1]
+        encoding = conn.info.encoding
         out: list[Inserted] = []
-        created = repr(now)
-        lines: list[str] = []
-        # the columns around the payload, formatted again only when a row's differ from
-        # the previous row's (the rows of one enqueue_many share every one of them)
+        parts: list[bytes] = [COPY_SIGNATURE]
         last: NewJob | None = None
-        head = tail = ""
+        head = tail = b""
+        start = _row_start(head)
         run_at = now
         with conn.cursor() as cur, cur.copy(self._sql["COPY_JOBS"]) as copy:
             for job_id, job in zip(ids, jobs, strict=True):
                 if last is None or not _same_columns(job, last):
-                    run_at = now + float(job.delay) if job.run_at is None else float(job.run_at)
-                    meta = "\\N" if job.meta is None else copy_text(job.meta)
-                    head = f"\t{copy_text(job.queue)}\t{copy_text(job.task)}\t"
-                    tail = (
-                        f"\t{int(job.priority)}\t{run_at!r}\t{int(job.max_attempts)}\tqueued"
-                        f"\t{created}\t{meta}\n"
-                    )
+                    head, tail, run_at = _copy_columns(job, now, encoding)
+                    start = _row_start(head)
                     last = job
-                lines.append(f"{job_id}{head}{copy_text(job.payload)}{tail}")
+                payload = job.payload.encode(encoding)
+                parts += (start(10, 8, job_id, head, len(payload)), payload, tail)
                 out.append(Inserted(job_id, True, run_at, now))
-                if len(lines) >= COPY_LINES:
-                    copy.write("".join(lines))
-                    lines.clear()
-            if lines:
-                copy.write("".join(lines))
+                if len(parts) >= COPY_PARTS:
+                    copy.write(b"".join(parts))
+                    parts.clear()
+            parts.append(COPY_TRAILER)
+            copy.write(b"".join(parts))
         return out
+
+    def enqueue_rows(
+        self, job: NewJob, payloads: Sequence[str], build: Callable[[InsertedRows], T]
+    ) -> T:
+        """One plain job per payload (see :meth:`durq.store.base.Store.enqueue_rows`): from
+        :data:`COPY_FROM` payloads on one binary COPY whose rows differ only in their id
+        and payload, built in one loop; fewer go through :meth:`enqueue`. ``build`` runs
+        once the last row is sent, while the server still writes the rows (the client's
+        work on the result and the server's on the rows overlap), before the commit.
+
+        Raises:
+            ValueError: ``job`` is not plain.
+            StoreError: the database refused the rows; none of them was written.
+        """
+        if not job.plain:
+            raise ValueError("enqueue_rows takes a plain job (no key, batch, hooks, ...)")
+        if len(payloads) < COPY_FROM:
+            inserted = self.enqueue([
+                NewJob(job.queue, job.task, p, job.priority, job.run_at, job.max_attempts,
+                       None, job.meta, job.delay)
+                for p in payloads
+            ])  # fmt: skip
+            if not inserted:
+                return build(InsertedRows([], self.now(), self.now()))
+            first_row = inserted[0]
+            ids = [i.id for i in inserted]
+            return build(InsertedRows(ids, first_row.run_at, first_row.created_at))
+        with self._tx() as conn:
+            n = len(payloads)
+            params = {"at": self._at(), "n": n, "channel": self.channel, "queue": job.queue}
+            row = conn.execute(self._sql["RESERVE_ROWS"], params).fetchone()
+            assert row is not None
+            now, ids = float(row[0]), row[1]
+            encoding = conn.info.encoding
+            head, tail, run_at = _copy_columns(job, now, encoding)
+            start = _row_start(head)
+            with conn.cursor() as cur, cur.copy(self._sql["COPY_JOBS"]) as copy:
+                copy.write(COPY_SIGNATURE)
+                for first in range(0, n, COPY_ROWS):
+                    parts: list[bytes] = []
+                    last = first + COPY_ROWS
+                    for job_id, text in zip(ids[first:last], payloads[first:last], strict=True):
+                        payload = text.encode(encoding)
+                        parts += (start(10, 8, job_id, head, len(payload)), payload, tail)
+                    copy.write(b"".join(parts))
+                copy.write(COPY_TRAILER)  # every row is on its way: build while they land
+                built = build(InsertedRows(ids, run_at, now))
+        return built
 
     # -- running jobs ---------------------------------------------------------------------
 

