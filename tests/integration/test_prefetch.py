@@ -177,7 +177,7 @@ def test_prefetch_depth_shrinks_for_long_jobs_and_can_be_turned_off(db_url: str)
         return None
 
     assert app.worker(concurrency=3).prefetch.depth == 64
-    assert app.worker(concurrency=40).prefetch.depth == 80
-    assert app.worker(concurrency=64).prefetch.depth == 128
+    assert app.worker(concurrency=40).prefetch.depth == 320  # 8 per slot
+    assert app.worker(concurrency=64).prefetch.depth == 512
     with pytest.raises(durq.ConfigError):
         app.worker(prefetch=-1)

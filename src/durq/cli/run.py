@@ -34,7 +34,7 @@ from durq.store import describe_url
     "--prefetch",
     default=None,
     type=click.IntRange(min=0),
-    help="Most jobs claimed ahead of the free slots (default: 2 x concurrency, at least 64; 0: none).",
+    help="Most jobs claimed ahead of the free slots (default: 8 x concurrency, at least 64; 0: none).",
 )
 @click.option(
     "--lease", default=30.0, show_default=True, type=click.FloatRange(min=0.1), help="Seconds."

@@ -43,19 +43,23 @@ SMOOTHING = 0.1
 
 #: The least default depth (see :func:`default_depth`).
 MIN_DEPTH = 64
+#: Jobs per slot of the default depth (see :func:`default_depth`).
+PER_SLOT = 8
 
 
-def default_depth(concurrency: int) -> int:
-    """The default prefetch: 2 * concurrency (close to Celery's
-    ``worker_prefetch_multiplier``), at least :data:`MIN_DEPTH` (64), so that one slot
-    holds enough no-op jobs to keep running through the claimer's transaction (a FULL
-    commit plus the claim, 1-3 ms on the 2-core test machine, while a no-op job costs
-    60-100 us of durq's own work). Measured there on an idle machine, 10,000 no-ops on one
-    slot, FULL: depth 16 5,800-6,400 jobs/s (the slot idle 46 % of the time, waiting for
-    the next claim), 32 6,600-7,200, 64 6,600-7,900, 128 7,500-8,700. The time bound
-    (:data:`MAX_WAIT`) keeps what a crash repeats to about 50 ms of the slots' work
-    however deep the buffer."""
-    return max(2 * concurrency, MIN_DEPTH)
+def default_depth(concurrency: int, per_slot: int = PER_SLOT) -> int:
+    """The default prefetch: ``per_slot`` (:data:`PER_SLOT`, 8) jobs per slot, at least
+    :data:`MIN_DEPTH` (64), so that one slot holds enough no-op jobs to keep running
+    through the claimer's transaction (a FULL commit plus the claim, 1-3 ms on the 2-core
+    test machine, while a no-op job costs 60-100 us of durq's own work). Measured there on
+    an idle machine, 10,000 no-ops on one slot, FULL: depth 16 5,800-6,400 jobs/s (the slot
+    idle 46 % of the time, waiting for the next claim), 32 6,600-7,200, 64 6,600-7,900, 128
+    7,500-8,700. Eight per slot (it was two): with many slots the claimer's statements
+    carry more jobs each (PostgreSQL, 4 processes x 16 slots: from ~36 to ~60 jobs per
+    commit, see docs/features/performance.md), and each statement costs the same whatever it
+    carries. The time bound (:data:`MAX_WAIT`) keeps what a crash repeats to about 50 ms of
+    the slots' work however deep the buffer."""
+    return max(per_slot * concurrency, MIN_DEPTH)
 
 
 class Prefetch:

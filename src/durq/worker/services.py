@@ -42,6 +42,14 @@ IDLE_POLL_INTERVAL = 0.004
 #: Seconds without a claimed job or an outcome after which the poll backs off (a change
 #: of the counter alone does not count: the worker's own beats move it every second).
 IDLE_AFTER = 1.0
+#: Seconds the claimer may hold the outcomes waiting while its worker has a backlog in
+#: hand (see :meth:`Claimer.holding`), so that one statement records more of them: each
+#: statement costs the same whatever it carries (PostgreSQL, 4 workers x 16 on the 2-core
+#: test machine: ~0.8 ms of the server's CPU and ~0.4 ms of the worker's, against ~20 and
+#: ~7 us per job), so fewer, fuller statements leave more CPU for the jobs.
+HOLD_WAIT = 0.005
+#: Seconds between looks at the outcomes while they are held.
+HOLD_POLL = 0.0005
 
 
 class Claimer(Service):
@@ -107,8 +115,13 @@ class Claimer(Service):
         idle_until = time.monotonic() + w.idle_claim_interval
         busy_at = time.monotonic()  # the last job claimed or outcome written
         idle_poll = max(w.poll_interval, IDLE_POLL_INTERVAL)
+        held: float | None = None  # since when the outcomes waiting are held
         while True:
             self._wake.clear()
+            held = self.holding(held)
+            if held is not None:
+                self._wake.wait(HOLD_POLL)
+                continue
             batch = self._take_outcomes()
             w.start_prefetched()
             free = w.inflight.free_slots() if self._claiming else 0
@@ -183,6 +196,30 @@ class Claimer(Service):
                     w.report(attempt, outcome, ok)
             if log_events and batch:
                 events.flush()  # this batch's lines in one write, right after its commit
+
+    def holding(self, since: float | None) -> float | None:
+        """Whether to hold the outcomes waiting a little longer instead of recording them
+        now: the moment holding began (``since``, monotonic seconds, or now if it begins),
+        or None to record them now.
+
+        Held only while the worker has a backlog in hand, so that no slot waits for the
+        claim that holding puts off: at least two jobs per slot still prefetched (every
+        slot has its next job, and the next after it, for the claim's round trip), fewer
+        outcomes waiting than half the prefetch's depth (at least one per slot), and for
+        at most :data:`HOLD_WAIT` seconds. Never while stopping or not claiming, nor with
+        nothing waiting. The jobs behind the outcomes stay leased (heartbeated) until
+        they commit, as while any commit is under way."""
+        w = self.worker
+        waiting = self.outcomes.qsize()
+        if waiting == 0 or not self._claiming or self.stopping:
+            return None
+        slots = w.inflight.slots
+        if waiting >= max(slots, w.prefetch.depth // 2) or len(w.prefetch) < 2 * slots:
+            return None
+        now = time.monotonic()
+        if since is None:
+            return now
+        return since if now - since < HOLD_WAIT else None
 
     def check_prefetched(self) -> None:
         """Give back prefetched jobs whose queue was paused and drop those whose lease is

@@ -65,7 +65,7 @@ class Worker:
             (:data:`durq.checks.MAX_THREADS`), or to 512 children with ``pool="processes"``
             (:data:`durq.checks.MAX_CHILDREN`).
         prefetch: most jobs claimed ahead of the free slots (default
-            :func:`durq.worker.prefetch.default_depth`: 2 * concurrency, at least 64; 0
+            :func:`durq.worker.prefetch.default_depth`: 8 * concurrency, at least 64; 0
             turns it off), so that a slot that frees starts its next job without waiting
             for a commit. Only while jobs are short: see :mod:`durq.worker.prefetch`.
             Jobs with a limit and jobs of a paused queue are never claimed ahead; jobs
@@ -180,9 +180,12 @@ class Worker:
         self.inflight = InFlight(concurrency, on_free=self.claimer.wake)
         self.stats = WorkerStats()
         # a process pool's slots may grow to POOL_DEPTH per child; the prefetch is sized
-        # for PREFETCH_PER_CHILD of them (as fast, fewer jobs held)
-        held = concurrency * (PREFETCH_PER_CHILD if pool == "processes" else 1)
-        depth = default_depth(held) if prefetch is None else prefetch
+        # for PREFETCH_PER_CHILD of them, 2 jobs each (as fast, fewer jobs held)
+        if pool == "processes":
+            depth = default_depth(concurrency * PREFETCH_PER_CHILD, per_slot=2)
+        else:
+            depth = default_depth(concurrency)
+        depth = depth if prefetch is None else prefetch
         self.prefetch = Prefetch(depth, concurrency)
         self.heartbeat = Heartbeat(self)
         self.liveness = Liveness(self, rescue_after, on_rescued=self.heartbeat.beat)
