@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 import durq
+from durq.worker.prefetch import default_depth
 from tests.support.procs import WorkerProc, wait_for
 
 pytestmark = pytest.mark.slow
 
 CONCURRENCY = 4
-PREFETCH = max(2 * CONCURRENCY, 16)  # the worker's default: jobs claimed ahead of its free slots
+PREFETCH = default_depth(CONCURRENCY)  # the worker's default: jobs claimed ahead of its free slots
 
 
 def parse_runs(path: Path) -> list[tuple[str, int, int, int]]:
