@@ -48,6 +48,10 @@ class Store(Protocol):
     url: str
     #: How payloads, results and steps are stored at rest (durq.codecs); set by the app.
     codec: Codec | None
+    #: The app's ``payload_limit`` (bytes of JSON, None: none); set by the app. A child's
+    #: payload with its parents' results must keep it when the store writes them in
+    #: (durq.store.passing); the default is durq.payload.DEFAULT_PAYLOAD_LIMIT.
+    payload_limit: int | None
     #: True when the backend pushes wake-ups (LISTEN/NOTIFY); False means poll :meth:`changed`.
     supports_notify: bool
     #: True when text columns keep a NUL character (SQLite); False when the database refuses

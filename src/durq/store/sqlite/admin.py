@@ -126,7 +126,7 @@ class AdminMixin(SqliteBase):
             cur = conn.execute(q.CANCEL, {"id": job_id, "now": now})
             if cur.rowcount == 1:
                 sb.close_for_jobs(conn, [job_id], now)
-                deps.settle(conn, [job_id], now, self.codec)
+                deps.settle(conn, [job_id], now, self.codec, self.payload_limit)
         return cur.rowcount == 1
 
     def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool:

@@ -168,7 +168,9 @@ class JobsMixin(SqliteBase):
             if outcomes:
                 self._close_batches_of(outcomes, applied, now)
                 finished = [o.job_id for o, done in zip(outcomes, applied, strict=True) if done]
-                deps.settle(conn, finished, now, self.codec)  # children of the jobs that just ended
+                deps.settle(
+                    conn, finished, now, self.codec, self.payload_limit
+                )  # children of the jobs that just ended
                 self._fail_hooks_of(conn, outcomes, applied, now)
                 hit("finish_tx")
             if limit > 0 and queues:
@@ -314,7 +316,7 @@ class JobsMixin(SqliteBase):
             row = conn.execute(q.RELEASE, params).fetchone()
             if row is not None and row[0] == "failed":
                 sb.close_for_jobs(conn, [job_id], params["now"])
-                deps.settle(conn, [job_id], params["now"], self.codec)
+                deps.settle(conn, [job_id], params["now"], self.codec, self.payload_limit)
                 self._fail_hooks(conn, [job_id], params["now"], flagged=not on_fail)
         return (row[0], row[1]) if row else None
 
@@ -326,7 +328,7 @@ class JobsMixin(SqliteBase):
             rows = conn.execute(q.REAP, {"now": now}).fetchall()
             sb.close_for_jobs(conn, [r[0] for r in rows if r[1] == "failed"], now)
             failed = [r[0] for r in rows if r[1] == "failed"]
-            deps.settle(conn, failed, now, self.codec)
+            deps.settle(conn, failed, now, self.codec, self.payload_limit)
             self._fail_hooks(conn, failed, now, flagged=True, tasks=fail_tasks)
             summary = ReapSummary(
                 at=now,
