@@ -4,7 +4,7 @@ the transaction that made the child's last parent terminal (docs/features/depend
 
 A child whose payload with its parents' results would be over the app's ``payload_limit``
 (bytes of JSON, as at enqueue), or over :data:`STORED_CAP` characters as stored, is not
-queued: the store fails it (kind :data:`UNSTORABLE_KIND`) so that the parent's finish, and
+queued: the store fails it (kind ``unstorable_payload``) so that the parent's finish, and
 every other outcome of its transaction, still commits. Without a codec the store sums the
 results' sizes in SQL first and does not read results that cannot fit.
 """
@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from durq.codecs import Codec, decode_with, encode_with
+from durq.model.dependencies import UNSTORABLE_PAYLOAD_KIND
 from durq.payload import encode
 
 #: The most characters a payload with its parents' results may take as stored, whatever
@@ -26,8 +27,7 @@ STORED_CAP = 512 * 1024 * 1024
 
 #: The (type, kind) of the error entry of a child failed because its payload with its
 #: parents' results could not be stored (over the limit, or a NUL character on PostgreSQL).
-UNSTORABLE = ("UnstorablePayload", "unstorable_payload")
-UNSTORABLE_KIND = UNSTORABLE[1]
+UNSTORABLE = ("UnstorablePayload", UNSTORABLE_PAYLOAD_KIND)
 
 _WHAT = "its payload with its parents' results"
 

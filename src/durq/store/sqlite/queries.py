@@ -8,15 +8,41 @@ from __future__ import annotations
 
 import functools
 
-# The error history, or - when a damaged row's history is not a JSON array - that damage kept
-# as one entry, so that appending to it can never fail (a corrupt row must not stop the reaper).
+from durq.model.jobs import HISTORY_KEPT, HISTORY_TRIMMED_KIND
+
 ATTEMPTS_LEFT = "CAST(attempts AS INTEGER) < CAST(max_attempts AS INTEGER)"
 
-HISTORY = (
-    "(CASE WHEN json_valid(errors) AND json_type(errors) = 'array' THEN errors "
-    "ELSE json_array(json_object('attempt', 0, 'at', 0, 'type', 'UnreadableHistory', "
-    "'message', CAST(errors AS TEXT), 'traceback', '', 'kind', 'corrupt')) END)"
+# The error history with room for one more entry, as every statement that appends one reads
+# it (``json_insert(HISTORY, '$[#]', entry)``):
+# - when a damaged row's history is not a JSON array, that damage kept as one entry, so
+#   that appending to it can never fail (a corrupt row must not stop the reaper);
+# - when it holds more than the first entry and the last HISTORY_KEPT - 1, it is rebuilt as
+#   the first, a 'history_trimmed' marker that counts the entries dropped (those before,
+#   plus the ones dropped now) and the last HISTORY_KEPT - 1 (durq.model.jobs.HISTORY_KEPT).
+#   Only a full history is rebuilt (SQLite caches the parse of the text in a statement).
+_N = HISTORY_KEPT
+_MARKED = f"coalesce(json_extract(errors, '$[1].kind') = '{HISTORY_TRIMMED_KIND}', 0)"
+_DROPPED = (
+    f"(CASE WHEN {_MARKED} THEN CAST(json_extract(errors, '$[1].dropped') AS INTEGER) "
+    f"ELSE 0 END + json_array_length(errors) - 1 - {_MARKED} - {_N - 1})"
 )
+# An element of json_each as JSON text (a subquery's column loses the JSON subtype).
+_ELEMENT = "CASE WHEN type IN ('object', 'array') THEN value ELSE json_quote(value) END"
+HISTORY = f"""(CASE
+    WHEN NOT (json_valid(errors) AND json_type(errors) = 'array') THEN json_array(json_object(
+        'attempt', 0, 'at', 0, 'type', 'UnreadableHistory', 'message', CAST(errors AS TEXT),
+        'traceback', '', 'kind', 'corrupt'))
+    WHEN json_array_length(errors) <= {_N} THEN errors
+    ELSE (SELECT json_group_array(json(v)) FROM (
+        SELECT 0 AS o, {_ELEMENT} AS v FROM json_each(errors) WHERE key = 0
+        UNION ALL
+        SELECT 1, json_object('attempt', 0, 'at', json_extract(errors, '$[1].at'),
+            'type', 'HistoryTrimmed', 'message', {_DROPPED} || ' earlier entries not kept',
+            'traceback', '', 'kind', '{HISTORY_TRIMMED_KIND}', 'dropped', {_DROPPED})
+        UNION ALL
+        SELECT 2 + key, {_ELEMENT} FROM json_each(errors) WHERE key > json_array_length(errors) - {_N}
+        ORDER BY o))
+    END)"""
 
 # A failed attempt's error entry with the attempt's start and lease holder, read from the
 # row by the statement that records it (UPDATE sees the values before its SET): no extra
