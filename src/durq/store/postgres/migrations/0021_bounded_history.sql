@@ -8,7 +8,9 @@
 -- each of them (every writer puts 'attempt' first, and inside a JSON string a quote is
 -- escaped, so the text cannot occur there) and appends as before while there are at most
 -- 20. Only a history that is full is parsed (one that is not JSON is appended to as before).
-CREATE OR REPLACE FUNCTION {schema}.append_error(errors text, entry text) RETURNS text
+-- append_error stays one SQL expression (the planner inlines it into the statement);
+-- append_full, PL/pgSQL, runs only for a full history.
+CREATE FUNCTION {schema}.append_full(errors text, entry text) RETURNS text
     LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     h json;
@@ -16,12 +18,6 @@ DECLARE
     marked integer;
     dropped bigint;
 BEGIN
-    IF errors IS NULL OR errors = '[]' THEN
-        RETURN '[' || entry || ']';
-    END IF;
-    IF (length(errors) - length(replace(errors, '{"attempt"', ''))) / 10 <= 20 THEN
-        RETURN left(errors, -1) || ',' || entry || ']';
-    END IF;
     BEGIN
         h := errors::json;
         n := json_array_length(h);
@@ -44,3 +40,10 @@ BEGIN
             FROM json_array_elements(h) WITH ORDINALITY AS t(e, i) WHERE i > n - 19)
         || ',' || entry || ']';
 END $$;
+
+CREATE OR REPLACE FUNCTION {schema}.append_error(errors text, entry text) RETURNS text
+    LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN errors IS NULL OR errors = '[]' THEN '[' || entry || ']'
+                WHEN (octet_length(errors) - octet_length(replace(errors, '{"attempt"', ''))) / 10 <= 20
+                THEN left(errors, -1) || ',' || entry || ']'
+                ELSE {schema}.append_full(errors, entry) END $$;
