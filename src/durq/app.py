@@ -480,6 +480,13 @@ class Durq(
     def purge(self, queue: str, *, states: Sequence[str] | None = None) -> int:
         """Delete the jobs of one queue, for good. Returns how many were deleted.
 
+        A parent whose child has not ended is kept, whatever its state (unless that child
+        is deleted by this same purge): a waiting fan-in takes its parents' results when it
+        is queued, and would otherwise run with a shorter list, or, for a deleted
+        unfinished parent, wait for ever. ``dq.store.purge_held(queue, states)`` counts
+        them; they go at a later purge once their children ended (as retention keeps
+        them, docs/features/retention.md).
+
         Args:
             queue: the queue to empty.
             states: which states to delete (default: the finished ones — succeeded,

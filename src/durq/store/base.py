@@ -204,7 +204,14 @@ class Store(Protocol):
     def cancel(self, job_id: int) -> bool: ...
 
     def purge(self, queue: str, states: Sequence[str]) -> int:
-        """Delete the jobs of ``queue`` whose stored state is one of ``states``; the count."""
+        """Delete the jobs of ``queue`` whose stored state is one of ``states``, except
+        those a child that has not ended still needs (a parent whose child waits, unless
+        the child goes in this same purge); the count deleted."""
+        ...
+
+    def purge_held(self, queue: str, states: Sequence[str]) -> int:
+        """How many jobs of ``queue`` in ``states`` a purge keeps now, because a child that
+        has not ended (and that the purge would not delete) needs them."""
         ...
 
     def delete_failed(self, job_ids: Sequence[int]) -> int:

@@ -104,6 +104,10 @@ class AdminMixin(SqliteBase):
             sb.after_purge(conn, hit_batches, self.now())  # same transaction
         return cur.rowcount
 
+    def purge_held(self, queue: str, states: Sequence[str]) -> int:
+        params = {"queue": queue, "states": json.dumps(list(states))}
+        return int(self._read(q.PURGE_HELD, params)[0][0])
+
     def delete_failed(self, job_ids: Sequence[int]) -> int:
         """Delete those of ``job_ids`` that are failed, for good (one transaction, their
         batches closed if nothing is left to wait for); the count deleted."""

@@ -325,8 +325,25 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND state IN {REPLAYABLE}
 RETURNING id
 """
 
-PURGE = """
+# A job the purge of (:queue, :states) may delete: it has no child that has not ended,
+# other than children this same purge deletes. A finished parent whose child still waits is
+# kept (as retention keeps it, steps.PRUNE_JOBS): the child takes its result when it is
+# queued, and a deleted unfinished parent would leave its child waiting for ever.
+PURGEABLE = """(jobs.has_children = 0 OR NOT EXISTS (
+    SELECT 1 FROM job_deps d JOIN jobs c ON c.id = d.child_id
+    WHERE d.parent_id = jobs.id
+      AND c.state NOT IN ('succeeded', 'failed', 'cancelled', 'expired')
+      AND NOT (c.queue = :queue AND c.state IN (SELECT value FROM json_each(:states)))))"""
+
+PURGE = f"""
 DELETE FROM jobs WHERE queue = :queue AND state IN (SELECT value FROM json_each(:states))
+  AND {PURGEABLE}
+"""
+
+# The jobs a purge of (:queue, :states) keeps, because a child that has not ended needs them.
+PURGE_HELD = f"""
+SELECT count(*) FROM jobs WHERE queue = :queue AND state IN (SELECT value FROM json_each(:states))
+  AND NOT {PURGEABLE}
 """
 
 # The dashboard's delete-matching: the ids it found, still failed now.
