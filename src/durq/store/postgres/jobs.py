@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -112,12 +113,20 @@ class JobsMixin(PostgresBase):
             out.extend(Inserted(int(r[0]), True, float(r[1]), float(r[2])) for r in rows)
             plain.clear()
 
-        for job in jobs:
+        # unique keys of this insert: a later row with one holds no new job either (its key
+        # is written on the first row only after the loop, by _set_workflow)
+        uniques: dict[tuple[str, str, float | None], Inserted] = {}
+        for pos, job in enumerate(jobs):
+            if pos and jobs[pos - 1].unique_key is not None:  # the row before: its job
+                flush()
+                before = jobs[pos - 1]
+                uniques[(before.queue, str(before.unique_key), before.unique_period)] = out[-1]
             if job.unique_key is not None:
                 flush()
-                holder = self._unique_holder(conn, job, at)
+                slot = (job.queue, job.unique_key, job.unique_period)
+                holder = uniques.get(slot) or self._unique_holder(conn, job, at)
                 if holder is not None:
-                    out.append(holder)
+                    out.append(replace(holder, created=False))
                     continue
             if job.key is None and job.unique_key is None:
                 plain.append(job)

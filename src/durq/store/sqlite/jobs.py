@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from durq.errors import ConfigError
@@ -77,15 +78,22 @@ class JobsMixin(SqliteBase):
         out: list[Inserted] = []
         next_id = conn.execute(q.LAST_JOB_ID).fetchone()[0] if explicit_ids else 0
         plain: list[tuple[Any, ...]] = []
-        for job in jobs:
+        # unique keys of this insert: a later row with one holds no new job either (its
+        # key is written on the first row only after the loop, by _set_workflow)
+        uniques: dict[tuple[str, str, float | None], Inserted] = {}
+        for pos, job in enumerate(jobs):
             run_at = now + job.delay if job.run_at is None else job.run_at
+            if pos and jobs[pos - 1].unique_key is not None:  # the row before: its job
+                before = jobs[pos - 1]
+                uniques[(before.queue, str(before.unique_key), before.unique_period)] = out[-1]
             if job.unique_key is not None:
                 if plain:
                     conn.executemany(q.INSERT_JOB, plain)
                     plain = []
-                holder = self._unique_holder(conn, job, now)
+                slot = (job.queue, job.unique_key, job.unique_period)
+                holder = uniques.get(slot) or self._unique_holder(conn, job, now)
                 if holder is not None:
-                    out.append(holder)
+                    out.append(replace(holder, created=False))
                     continue
                 if job.key is None:
                     row = {
