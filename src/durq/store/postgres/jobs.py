@@ -116,11 +116,11 @@ class JobsMixin(PostgresBase):
         # unique keys of this insert: a later row with one holds no new job either (its key
         # is written on the first row only after the loop, by _set_workflow)
         uniques: dict[tuple[str, str, float | None], Inserted] = {}
-        for pos, job in enumerate(jobs):
-            if pos and jobs[pos - 1].unique_key is not None:  # the row before: its job
-                flush()
-                before = jobs[pos - 1]
-                uniques[(before.queue, str(before.unique_key), before.unique_period)] = out[-1]
+        slot: tuple[str, str, float | None] | None = None  # the unique key of the row before
+        for job in jobs:
+            if slot is not None:  # the row before had a unique key: this is its job
+                uniques[slot] = out[-1]  # (its row is flushed: a unique row goes alone)
+                slot = None
             if job.unique_key is not None:
                 flush()
                 slot = (job.queue, job.unique_key, job.unique_period)

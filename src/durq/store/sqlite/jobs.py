@@ -81,11 +81,12 @@ class JobsMixin(SqliteBase):
         # unique keys of this insert: a later row with one holds no new job either (its
         # key is written on the first row only after the loop, by _set_workflow)
         uniques: dict[tuple[str, str, float | None], Inserted] = {}
-        for pos, job in enumerate(jobs):
+        slot: tuple[str, str, float | None] | None = None  # the unique key of the row before
+        for job in jobs:
             run_at = now + job.delay if job.run_at is None else job.run_at
-            if pos and jobs[pos - 1].unique_key is not None:  # the row before: its job
-                before = jobs[pos - 1]
-                uniques[(before.queue, str(before.unique_key), before.unique_period)] = out[-1]
+            if slot is not None:  # the row before had a unique key: this is its job
+                uniques[slot] = out[-1]
+                slot = None
             if job.unique_key is not None:
                 if plain:
                     conn.executemany(q.INSERT_JOB, plain)
