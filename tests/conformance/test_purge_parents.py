@@ -108,3 +108,22 @@ def test_the_cli_says_how_many_it_kept_and_why(app: durq.Durq, backend_url: str)
     assert "kept 1 job(s) that a child not yet ended still waits for" in out.stdout
     shown = json.loads(purge("--json").stdout)
     assert shown["deleted"] == 0 and shown["kept"] == 1
+
+
+def test_the_dashboards_delete_of_failed_jobs_keeps_a_parent_a_child_waits_for(
+    app: durq.Durq,
+) -> None:
+    from durq.model import AttemptError
+
+    tasks(app)
+    add, total = app.tasks["add"], app.tasks["total"]
+    jobs = app.group([add.s(x=1), add.s(x=2)]).then(total.s(), on_parent_failure="run")
+    first, second = app.store.claim("default", ["add"], 2, LEASE, "w1")
+    error = AttemptError(first.attempt, 0.0, "ValueError", "boom", "", "permanent")
+    app.store.finish([Outcome(first.id, first.lease_token, "failed", error=error)])
+    lone = add.enqueue(x=3)
+    (c,) = app.store.claim("default", ["add"], 1, LEASE, "w1")
+    app.store.finish([Outcome(c.id, c.lease_token, "failed", error=error)])
+    assert app.store.delete_failed([first.id, lone.id]) == 1  # the lone one only
+    succeed(app, [second])
+    assert app.get(jobs[-1].id).payload == {"values": [None, 2]}  # the failed one's None kept

@@ -215,7 +215,8 @@ class Store(Protocol):
         ...
 
     def delete_failed(self, job_ids: Sequence[int]) -> int:
-        """Delete those of ``job_ids`` whose state is ``failed``; the count deleted."""
+        """Delete those of ``job_ids`` whose state is ``failed``, except a parent that a
+        child not yet ended waits for (as :meth:`purge`); the count deleted."""
         ...
 
     def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool: ...

@@ -356,8 +356,16 @@ PURGE_HELD = (
     " AND j.state = ANY(%(states)s::text[]) AND NOT " + PURGEABLE
 )
 
-# The dashboard's delete-matching: the ids it found, still failed now.
-DELETE_FAILED = "DELETE FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) AND state = 'failed'"
+# The dashboard's delete-matching: the ids it found, still failed now, except a parent
+# that a child not yet ended waits for (on_parent_failure='run': it takes the parent's
+# result, None, in its list), as PURGEABLE keeps one.
+DELETE_FAILED = """
+DELETE FROM {s}.jobs AS j WHERE j.id = ANY(%(ids)s::bigint[]) AND j.state = 'failed'
+  AND (NOT j.has_children OR NOT EXISTS (
+      SELECT 1 FROM {s}.job_deps d JOIN {s}.jobs c ON c.id = d.child_id
+      WHERE d.parent_id = j.id
+        AND c.state NOT IN ('succeeded', 'failed', 'cancelled', 'expired')))
+"""
 
 # A running limited job keeps its slot as a hold of its key, for the lease it had, until
 # its worker reports the body gone (docs/features/limits.md); the row lock (FOR UPDATE)

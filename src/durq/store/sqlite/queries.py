@@ -346,9 +346,15 @@ SELECT count(*) FROM jobs WHERE queue = :queue AND state IN (SELECT value FROM j
   AND NOT {PURGEABLE}
 """
 
-# The dashboard's delete-matching: the ids it found, still failed now.
+# The dashboard's delete-matching: the ids it found, still failed now, except a parent
+# that a child not yet ended waits for (on_parent_failure='run': it takes the parent's
+# result, None, in its list), as PURGEABLE keeps one.
 DELETE_FAILED = """
 DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'failed'
+  AND (has_children = 0 OR NOT EXISTS (
+      SELECT 1 FROM job_deps d JOIN jobs c ON c.id = d.child_id
+      WHERE d.parent_id = jobs.id
+        AND c.state NOT IN ('succeeded', 'failed', 'cancelled', 'expired')))
 """
 
 # A running job's cancel ends its attempt: a 'cancelled' entry with its start and lease
