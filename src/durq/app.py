@@ -73,7 +73,9 @@ class Durq(
             ``./durq.db``. SQLite options: ``?synchronous=normal`` (faster, may lose the last
             commits on power loss), ``busy_timeout=`` and ``lock_timeout=`` (seconds).
         payload_limit: the largest payload accepted at enqueue, in bytes of JSON (1 MiB);
-            None for no limit.
+            None for no limit. A child's payload with its parents' results (``dq.chain``,
+            ``dq.group(...).then``) keeps it too: one that would not is failed, not run,
+            with kind ``unstorable_payload`` (docs/features/dependencies.md).
         result_limit: the largest result a task may return, in bytes of JSON (1 MiB,
             :data:`durq.payload.DEFAULT_RESULT_LIMIT`); None for no limit. A larger result
             fails its job for good with kind ``result_too_large`` (docs/features/results.md).
@@ -149,6 +151,7 @@ class Durq(
                 if self._store is None:
                     store = open_store(self.url, clock=self.clock, auto_migrate=self.auto_migrate)
                     store.codec = self.codec  # the store passes results down a chain
+                    store.payload_limit = self.payload_limit  # ... within this limit
                     self._store = store
         return self._store
 
@@ -476,6 +479,13 @@ class Durq(
 
     def purge(self, queue: str, *, states: Sequence[str] | None = None) -> int:
         """Delete the jobs of one queue, for good. Returns how many were deleted.
+
+        A parent whose child has not ended is kept, whatever its state (unless that child
+        is deleted by this same purge): a waiting fan-in takes its parents' results when it
+        is queued, and would otherwise run with a shorter list, or, for a deleted
+        unfinished parent, wait for ever. ``dq.store.purge_held(queue, states)`` counts
+        them; they go at a later purge once their children ended (as retention keeps
+        them, docs/features/retention.md).
 
         Args:
             queue: the queue to empty.

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from durq.codecs import UndecodableValue, decode_with, describe_sealed
 from durq.errors import JobFailed, JobNotFound
 from durq.model import TERMINAL_STATES, AttemptError, JobRecord, JobState
+from durq.model.jobs import HISTORY_TRIMMED_KIND
 from durq.payload import decode
 
 if TYPE_CHECKING:
@@ -168,12 +169,35 @@ class Job:
 
     @property
     def errors(self) -> list[AttemptError]:
-        """One entry per failed or lost attempt, oldest first (kept across retries)."""
+        """One entry per failed or lost attempt, oldest first (kept across retries), and the
+        entries of a job ended without running (kind ``parent_failed``,
+        ``unstorable_payload``: ``attempt`` 0). The store keeps the first entry and the last
+        :data:`durq.model.jobs.HISTORY_KEPT` (20); :attr:`errors_dropped` counts those in
+        between that it dropped."""
+        return self._history()[0]
+
+    @property
+    def errors_dropped(self) -> int:
+        """How many entries of the error history the store dropped (after the first; 0
+        when none): it keeps the first and the last :data:`durq.model.jobs.HISTORY_KEPT`."""
+        return self._history()[1]
+
+    def _history(self) -> tuple[list[AttemptError], int]:
+        """The entries (without the ``history_trimmed`` marker) and the marker's count."""
         try:
             raw = json.loads(self._record.errors or "[]")
         except ValueError:
-            return []
-        return [AttemptError.from_dict(e) for e in raw if isinstance(e, dict)]
+            return [], 0
+        if not isinstance(raw, list):
+            return [], 0
+        dropped = 0
+        if len(raw) > 1 and isinstance(raw[1], dict) and raw[1].get("kind") == HISTORY_TRIMMED_KIND:
+            try:
+                dropped = max(int(raw[1].get("dropped", 0)), 0)
+            except (TypeError, ValueError):
+                dropped = 0
+            raw = [raw[0], *raw[2:]]
+        return [AttemptError.from_dict(e) for e in raw if isinstance(e, dict)], dropped
 
     @property
     def last_error(self) -> AttemptError | None:
@@ -327,6 +351,7 @@ class Job:
             "result": self.result,
             "progress": self.progress,
             "errors": [e.to_dict() for e in self.errors],
+            "errors_dropped": self.errors_dropped,
             "deadline": self.deadline,
             "notice_at": self.notice_at,
             "noticed_at": self.noticed_at,

@@ -270,11 +270,16 @@ class Task(Generic[P, R]):
 
         Args:
             items: one dict of keyword arguments per job.
-            keys: optional idempotency keys, one per item (None for no key).
+            keys: optional idempotency keys, one per item (None for no key); under
+                ``.options(unique="active" | "period:N")`` each is the item's unique key
+                instead (docs/features/uniqueness.md): an item whose key is held, or that
+                repeats an earlier item's key, gets the holder's job.
 
         Raises:
             PayloadError, PayloadTooLarge: one item is bad; nothing is written.
-            ConfigError: ``keys`` has a different length from ``items``.
+            ConfigError: ``keys`` has a different length from ``items``; ``options(key=)``
+                (one job's key: pass ``keys=``); ``options(unique=...)`` without ``keys``,
+                or an unknown mode.
         """
         return self.app.enqueue_many_with(self.name, items, NO_OPTIONS, keys=keys, task=self)
 

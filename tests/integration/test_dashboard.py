@@ -449,3 +449,35 @@ def test_tag_filter_pages_and_the_failed_set_acts_on_it(
     assert r.status_code == 303 and "2+failed+job%28s%29" in r.headers["location"]
     assert all(dq.get(x.id).state == "queued" for x in claimed)
     assert all(dq.get(i).state == "failed" for i in untagged)
+
+
+def test_job_page_shows_entries_not_kept_and_a_cancelled_child_not_as_attempts(
+    dq: durq.Durq, client: Callable[..., Client]
+) -> None:
+    """Defects items 2 and 3: a long history's dropped entries are one row that says how
+    many; a child cancelled by its parent has a row 'cancelled', not 'attempt 0'."""
+
+    @dq.task(max_attempts=100)
+    def flaky() -> None:
+        raise ValueError("boom")
+
+    @dq.task
+    def after() -> None:
+        pass
+
+    job = flaky.enqueue()
+    child = after.options(after=[job]).enqueue()
+    for n in range(1, 31):
+        (c,) = dq.store.claim("default", ["flaky"], 1, 30.0, "w1")
+        kind = "retry" if n < 30 else "failed"
+        error = AttemptError(c.attempt, 0.0, "ValueError", f"boom {n}", "", "transient")
+        dq.store.finish([Outcome(c.id, c.lease_token, kind, error=error)])
+    c = client(dq)
+    page = c.get(f"/jobs/{job.id}").text
+    assert page.count('<tr data-attempt="') == 22  # the first, the note, the last 20
+    assert '<td class="note tone-info" colspan="7">9 earlier attempts not kept</td>' in page
+    assert '<tr data-attempt="2"' not in page and '<tr data-attempt="11"' in page
+    page = c.get(f"/jobs/{child.id}").text
+    assert '<tr data-attempt=""' in page and '<td class="n">cancelled</td>' in page
+    assert f"parent job {job.id} (flaky) ended failed</td>" in page
+    assert '<td class="n">0</td>' not in page

@@ -262,20 +262,29 @@ def _steer(db: str, job_ids: tuple[int, ...], as_json: bool, verb: str) -> None:
 def purge(queue: str, db: str, states: tuple[str, ...], yes: bool, as_json: bool) -> None:
     """Delete the jobs of QUEUE for good: by default the finished ones (succeeded, failed,
     cancelled, expired). Deleting queued (incl. scheduled) or running jobs drops work that
-    was never done, so it also needs --yes."""
+    was never done, so it also needs --yes. A job that a child not yet ended still waits
+    for is kept (unless the child goes too), and the count kept is printed."""
     chosen = list(states) or ["succeeded", "failed", "cancelled", "expired"]
     if {"queued", "running"} & set(chosen) and not yes:
         fail(
             "deleting queued or running jobs loses work that was never done; add --yes", EXIT_USAGE
         )
     try:
-        deleted = open_existing(db).purge(queue, states=chosen)
+        app = open_existing(db)
+        deleted = app.purge(queue, states=chosen)
+        held = app.store.purge_held(queue, chosen)
     except DurqError as exc:
         fail(str(exc))
     if as_json:
-        render.print_json({"queue": queue, "states": chosen, "deleted": deleted})
+        render.print_json({"queue": queue, "states": chosen, "deleted": deleted, "kept": held})
     else:
         click.echo(f"deleted {deleted} job(s) of queue {queue!r} ({', '.join(chosen)})")
+        if held:
+            click.echo(
+                f"kept {held} job(s) that a child not yet ended still waits for (a fan-in "
+                "takes its parents' results when it is queued); they can go once their "
+                "children have ended, or cancel the children first"
+            )
 
 
 @jobs.command("tree")

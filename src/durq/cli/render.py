@@ -255,6 +255,14 @@ def job_detail(job: Job) -> None:
     for a in views.attempts(job):  # each attempt: start, end, lease holder, its error
         started = when(a["started_at"]) if a["started_at"] is not None else "-"
         ended = when(a["ended_at"]) if a["ended_at"] is not None else "-"
+        if a["attempt"] is None:  # no attempt: entries not kept, or a child not run
+            line = (
+                f"  ... {a['label']} ..."
+                if a["ended_at"] is None
+                else f"  {a['label']} {ended}: {a['error']}"
+            )
+            console.print(line, highlight=False, markup=False)
+            continue
         line = f"  attempt {a['attempt']}: {started} -> {ended} on {a['worker_id'] or '-'} [{a['outcome']}]"
         console.print(
             plain(line + (f" {a['error']}" if a["error"] else "")), highlight=False, markup=False

@@ -189,6 +189,15 @@ class EnqueueFacade(FacadeBase):
             raise ConfigError(f"{len(keys)} keys for {len(items)} items")
         if opts.key is not None:
             raise ConfigError("options(key=...) names one job; pass keys=[...] to enqueue_many")
+        if opts.unique is not None:
+            if keys is None:
+                raise ConfigError(
+                    f"unique={opts.unique!r} with enqueue_many needs keys=[...]: each item's "
+                    "key is its unique key (an item whose key is None has none)"
+                )
+            # the mode is checked (and kept on the template) as for one job with a key;
+            # each item's own key from keys= replaces the placeholder (with_workflow)
+            opts = replace(opts, key="")
         if tracing.enabled():
             queue = opts.queue or (task.queue if task else DEFAULT_QUEUE)
             with tracing.send_span(queue, task_name) as (span, carrier):

@@ -19,6 +19,10 @@ ON_PARENT_FAILURE = (CANCEL, RUN)
 #: The ``kind`` of the error entry a child cancelled by its parent gets.
 PARENT_FAILED_KIND = "parent_failed"
 
+#: The ``kind`` of the error entry of a child failed, not run, because its payload with its
+#: parents' results cannot be stored (over ``payload_limit``; on PostgreSQL, a NUL).
+UNSTORABLE_PAYLOAD_KIND = "unstorable_payload"
+
 #: The state of a job whose parents have not all finished.
 WAITING = "waiting"
 

@@ -43,6 +43,16 @@ HOOK_MAX_ATTEMPTS = 5
 MAX_ERROR_TEXT = 64 * 1024
 
 
+#: The entries a job's error history keeps: its first, and its last HISTORY_KEPT (20). An
+#: older one gives way to a marker entry (kind :data:`HISTORY_TRIMMED_KIND`, second in the
+#: history) that counts the entries dropped, so that a job retried for ever (say
+#: max_attempts=10,000) holds at most 22 entries, not one per attempt.
+HISTORY_KEPT = 20
+
+#: The kind of the marker entry: ``{"kind": "history_trimmed", "dropped": n, ...}``.
+HISTORY_TRIMMED_KIND = "history_trimmed"
+
+
 def cut_text(text: str, *, tail: int = 0) -> str:
     """``text`` when it has at most :data:`MAX_ERROR_TEXT` characters; else its start
     (and its last ``tail`` characters) around a note of how many were cut, in

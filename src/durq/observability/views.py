@@ -11,8 +11,8 @@ from typing import Any
 
 from durq.job import Job
 from durq.model import Edge, JobFilter, JobRecord, WorkerDetail
-from durq.model.dependencies import PARENT_FAILED_KIND
-from durq.model.jobs import HOOK_TASK_PREFIX, TERMINAL_STATES
+from durq.model.dependencies import PARENT_FAILED_KIND, UNSTORABLE_PAYLOAD_KIND
+from durq.model.jobs import HISTORY_TRIMMED_KIND, HOOK_TASK_PREFIX, TERMINAL_STATES
 from durq.observability import processes
 from durq.observability.why import Why, why_not_running
 from durq.store.base import Store
@@ -106,7 +106,7 @@ def why(store: Store, record: JobRecord) -> Why:
 
 #: History entries that are no failure: an operator's action (a replay, a cancel of a
 #: running job) or an attempt handed back without spending it (a snooze).
-INFO_KINDS = frozenset({"replayed", "cancelled", "snoozed"})
+INFO_KINDS = frozenset({"replayed", "cancelled", "snoozed", HISTORY_TRIMMED_KIND})
 #: Attempts that ended for a reason outside the body: its worker died or lost the lease (a
 #: rescue, the reaper), was stopped (a shutdown past the free requeues), the deadline
 #: passed, a parent failed.
@@ -124,20 +124,36 @@ def tone(outcome: str) -> str:
     return "warn" if outcome in WARN_KINDS else "error"
 
 
+#: Entries of a job that ended without running, by kind: what a page calls them instead
+#: of an attempt (they carry ``attempt`` 0).
+NOT_RUN_LABELS = {PARENT_FAILED_KIND: "cancelled", UNSTORABLE_PAYLOAD_KIND: "not run"}
+
+
 def attempts(job: Job) -> list[dict[str, Any]]:
     """Every attempt of ``job`` that has a record, oldest first, as JSON-ready dicts:
-    ``attempt``, ``started_at``, ``ended_at`` (epoch s or None), ``worker_id`` (the lease
-    holder, or None), ``outcome`` (the error's kind, ``succeeded`` or ``running``),
-    ``error`` (``Type: message`` or ''), ``traceback`` ('' when none).
+    ``attempt`` (its number, or None for a row that is no attempt), ``label`` (``attempt
+    N``, or what the row is), ``started_at``, ``ended_at`` (epoch s or None),
+    ``worker_id`` (the lease holder, or None), ``outcome`` (the error's kind,
+    ``succeeded`` or ``running``), ``error`` (``Type: message`` or ''), ``traceback`` (''
+    when none).
 
     A failed attempt is its error-history entry (its start and worker were written with it;
     entries from before they were have None there); the attempt that succeeded or is
     running now comes from the row. A re-queued job (``durq retry``) counts its attempts
     from 1 again, so numbers can repeat: the list stays in the order they ran.
+
+    Rows that are no attempt: a child that ended without running (label ``cancelled``,
+    error ``parent job N (task) ended failed``, from the ``parent_failed`` entry; label
+    ``not run`` for ``unstorable_payload``), and, after the first entry, the entries the
+    store dropped (label and error ``N earlier attempts not kept``, outcome
+    ``history_trimmed``; the history keeps the first and the last
+    :data:`durq.model.jobs.HISTORY_KEPT`).
     """
-    rows: list[dict[str, Any]] = [
-        {
+    rows: list[dict[str, Any]] = []
+    for e in job.errors:
+        row = {
             "attempt": e.attempt,
+            "label": f"attempt {e.attempt}",
             "started_at": e.started_at,
             "ended_at": e.at,
             "worker_id": e.worker_id,
@@ -145,12 +161,23 @@ def attempts(job: Job) -> list[dict[str, Any]]:
             "error": f"{e.type}: {e.message}",
             "traceback": e.traceback,
         }
-        for e in job.errors
-    ]
+        if e.kind in NOT_RUN_LABELS and e.attempt == 0:
+            found = _PARENT_FAILED.match(e.message)
+            error = e.message if found is None else found.group(0).rstrip("; ")
+            row.update(attempt=None, label=NOT_RUN_LABELS[e.kind], error=error)
+        rows.append(row)
+    dropped = job.errors_dropped
+    if dropped and rows:
+        note = f"{dropped} earlier attempt{'s' if dropped != 1 else ''} not kept"
+        rows.insert(1, {
+            "attempt": None, "label": note, "started_at": None, "ended_at": None,
+            "worker_id": None, "outcome": HISTORY_TRIMMED_KIND, "error": note, "traceback": "",
+        })  # fmt: skip
     if job.state in ("running", "succeeded") and job.attempts:
         rows.append(
             {
                 "attempt": job.attempts,
+                "label": f"attempt {job.attempts}",
                 "started_at": job.started_at,
                 "ended_at": job.finished_at if job.state == "succeeded" else None,
                 "worker_id": job.worker_id,

@@ -51,6 +51,10 @@ class Store(Protocol):
     url: str
     #: How payloads, results and steps are stored at rest (durq.codecs); set by the app.
     codec: Codec | None
+    #: The app's ``payload_limit`` (bytes of JSON, None: none); set by the app. A child's
+    #: payload with its parents' results must keep it when the store writes them in
+    #: (durq.store.passing); the default is durq.payload.DEFAULT_PAYLOAD_LIMIT.
+    payload_limit: int | None
     #: True when the backend pushes wake-ups (LISTEN/NOTIFY); False means poll :meth:`changed`.
     supports_notify: bool
     #: True when text columns keep a NUL character (SQLite); False when the database refuses
@@ -233,11 +237,19 @@ class Store(Protocol):
     def cancel(self, job_id: int) -> bool: ...
 
     def purge(self, queue: str, states: Sequence[str]) -> int:
-        """Delete the jobs of ``queue`` whose stored state is one of ``states``; the count."""
+        """Delete the jobs of ``queue`` whose stored state is one of ``states``, except
+        those a child that has not ended still needs (a parent whose child waits, unless
+        the child goes in this same purge); the count deleted."""
+        ...
+
+    def purge_held(self, queue: str, states: Sequence[str]) -> int:
+        """How many jobs of ``queue`` in ``states`` a purge keeps now, because a child that
+        has not ended (and that the purge would not delete) needs them."""
         ...
 
     def delete_failed(self, job_ids: Sequence[int]) -> int:
-        """Delete those of ``job_ids`` whose state is ``failed``; the count deleted."""
+        """Delete those of ``job_ids`` whose state is ``failed``, except a parent that a
+        child not yet ended waits for (as :meth:`purge`); the count deleted."""
         ...
 
     def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool: ...

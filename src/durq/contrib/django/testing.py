@@ -49,7 +49,7 @@ class DurqTestCase(TransactionTestCase):
         app = get_app()
         for queue in {t.queue for t in app.tasks.values()} | {"default"}:
             app.purge(queue, states=["queued", "running", "succeeded", "failed",
-                                     "cancelled", "expired", "parked"])  # fmt: skip
+                                     "cancelled", "expired", "parked", "waiting"])  # fmt: skip
 
     def drain(self, **options: Any) -> DrainResult:
         """Run the queued jobs here (:func:`durq.testing.drain`)."""

@@ -114,6 +114,13 @@ class AdminMixin(PostgresBase):
             self._batches.after_purge(conn, hit_batches, at)
             return cur.rowcount
 
+    def purge_held(self, queue: str, states: Sequence[str]) -> int:
+        with self._tx(transaction=False) as conn:
+            row = conn.execute(
+                self._sql["PURGE_HELD"], {"queue": queue, "states": list(states)}
+            ).fetchone()
+        return int(row[0]) if row else 0
+
     def delete_failed(self, job_ids: Sequence[int]) -> int:
         """Delete those of ``job_ids`` that are failed, for good (one transaction, their
         batches closed if nothing is left to wait for); the count deleted."""

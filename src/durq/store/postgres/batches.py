@@ -35,6 +35,7 @@ from durq.model.batches import (
     outcome_of,
 )
 from durq.store.postgres.connection import render
+from durq.store.postgres.queries import PURGEABLE
 
 BATCH_COLUMNS = (
     "id, state, on_complete, queue, priority, max_attempts, meta, size, fired, outcome, "
@@ -111,8 +112,9 @@ WHERE id = %(id)s AND state = 'open'
 # Before a purge: the batches it will take members from, and whether any of those members
 # is unfinished (the batch then loses work it was waiting for).
 BATCHES_IN_PURGE = f"""
-SELECT batch_id, bool_or(state NOT IN {TERMINAL_SQL}) FROM {{s}}.jobs
+SELECT batch_id, bool_or(state NOT IN {TERMINAL_SQL}) FROM {{s}}.jobs AS j
 WHERE queue = %(queue)s AND state = ANY(%(states)s::text[]) AND batch_id IS NOT NULL
+  AND {PURGEABLE}
 GROUP BY batch_id
 """
 

@@ -17,17 +17,18 @@ finishes them in a transaction that also settles their children.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
 
-from durq.codecs import Codec, decode_with, encode_with, nul_problem
-from durq.errors import ConfigError, ParentNotFound, PayloadError
+from durq.codecs import Codec, nul_problem
+from durq.errors import ConfigError, ParentNotFound, PayloadError, PayloadTooLarge
 from durq.model import Edge, Inserted, NewJob, ParentResult
 from durq.model.batches import TERMINAL, TERMINAL_SQL
 from durq.model.dependencies import CANCEL, PARENT_FAILED_KIND
+from durq.store import passing
+from durq.store.passing import UNSTORABLE
 from durq.store.postgres.batches import Batches
 from durq.store.postgres.connection import render
 
@@ -77,20 +78,23 @@ WHERE d.parent_id = ANY(%(ids)s::bigint[]) AND c.state = 'waiting' AND p.state I
 
 # What keeps the child from running: an unfinished parent, or a 'cancel' parent that ended
 # other than succeeded (one cancelled in this same settle). Parents mostly finish in id
-# order: the scan starts at the highest parent id. Else, a row of NULLs when the child
-# takes a parent's result (pass_as; the outer LIMIT stops the Append at the first row, so
-# that probe runs only for a child nothing blocks), no row when it takes none.
+# order: the scan starts at the highest parent id. Else, when the child takes its parents'
+# results (pass_as; the outer LIMIT stops the Append at the first row, so that probe runs
+# only for a child nothing blocks), a row of NULLs and the results' stored size in bytes
+# (octet_length reads a TOASTed value's header, not the value: a payload they would make
+# too large is refused unread, durq.store.passing); no row when it takes none.
 BLOCKING_PARENT = (
     """
-(SELECT p.id, p.task, p.state FROM {s}.job_deps d JOIN {s}.jobs p ON p.id = d.parent_id
+(SELECT p.id, p.task, p.state, NULL::bigint FROM {s}.job_deps d JOIN {s}.jobs p ON p.id = d.parent_id
  WHERE d.child_id = %(id)s
    AND (p.state NOT IN """
     + TERMINAL_SQL
     + """ OR (d.on_failure = 'cancel' AND p.state <> 'succeeded'))
  ORDER BY d.parent_id DESC LIMIT 1)
 UNION ALL
-(SELECT NULL::bigint, NULL::text, NULL::text FROM {s}.job_deps x
- WHERE x.child_id = %(id)s AND x.pass_as IS NOT NULL LIMIT 1)
+(SELECT NULL::bigint, NULL::text, NULL::text, coalesce(sum(octet_length(r.result)), 0)
+ FROM {s}.job_deps x JOIN {s}.jobs r ON r.id = x.parent_id
+ WHERE x.child_id = %(id)s AND x.pass_as IS NOT NULL HAVING count(*) > 0)
 LIMIT 1"""
 )
 
@@ -164,10 +168,10 @@ SELECT c.id FROM {s}.jobs c WHERE c.state = 'waiting'
 )
 
 
-#: The (type, kind) of the error entry of a child cancelled by its parent, and of one failed
-#: because its payload with the parents' results could not be stored.
+#: The type of the error entry of a child cancelled by its parent (UNSTORABLE, of one
+#: failed because its payload with the parents' results could not be stored, is in
+#: durq.store.passing).
 PARENT_FAILED = "ParentFailed"
-UNSTORABLE = ("UnstorablePayload", "unstorable_payload")
 
 
 def reason(parent_id: int, task: str, state: str) -> str:
@@ -184,7 +188,7 @@ class Dependencies:
         schema: str,
         channel: str,
         batches: Batches,
-        codec: Callable[[], Codec | None] = lambda: None,
+        settings: Callable[[], tuple[Codec | None, int | None]] = lambda: (None, None),
     ) -> None:
         self.sql = {
             name: render(value, schema)
@@ -193,7 +197,8 @@ class Dependencies:
         }
         self.channel = channel
         self.batches = batches
-        self.codec = codec  # the store's codec, read when results pass down a chain
+        # the store's codec and payload_limit, read when results pass down a chain
+        self.settings = settings
 
     def add_parents(
         self,
@@ -264,7 +269,9 @@ class Dependencies:
         blocked = waiting | set(cancelled)
         unstorable = self._pass_results(conn, [c for c in children if c not in blocked])
         if unstorable:  # refused like any payload that cannot be stored: nothing written
-            raise PayloadError(f"{unstorable[0][1]}; nothing was enqueued")
+            _, message, too_large = unstorable[0]
+            error = PayloadTooLarge if too_large else PayloadError
+            raise error(f"{message.removesuffix('; not run')}; nothing was enqueued")
         if cancelled:
             self.batches.close_for_jobs(conn, cancelled, at)
             self.settle(conn, cancelled, at)
@@ -294,7 +301,7 @@ class Dependencies:
                     blocker[child] = (int(parent), task, state)
             ended: list[int] = []  # cancelled here, or failed (unstorable payload)
             ready: list[int] = []
-            passing: list[int] = []  # ready, and takes its parents' results
+            takers: list[int] = []  # ready, and takes its parents' results
             for child in sorted({int(r[0]) for r in rows}):  # locked by FRONTIER
                 if child in blocker:
                     self._cancel(conn, child, blocker[child], at)
@@ -303,19 +310,25 @@ class Dependencies:
                     row = conn.execute(self.sql["BLOCKING_PARENT"], {"id": child}).fetchone()
                     if row is None:
                         ready.append(child)
-                    elif row[0] is None:
-                        passing.append(child)
+                    elif row[0] is None:  # it takes results: row[3] is their stored size
+                        problem = passing.too_large_early(child, int(row[3]), *self.settings())
+                        if problem is None:
+                            takers.append(child)
+                        else:
+                            self._end(conn, child, "failed", UNSTORABLE, problem, at)
+                            ended.append(child)
                     elif row[2] in TERMINAL:  # a 'cancel' parent that did not succeed
                         self._cancel(conn, child, (int(row[0]), row[1], row[2]), at)
                         ended.append(child)
-            if passing:
-                # a payload PostgreSQL cannot store fails its child here, so the parent's
-                # finish (and the other outcomes of its transaction) still commit
-                failed = dict(self._pass_results(conn, passing))
+            if takers:
+                # a payload that cannot be stored (over payload_limit, or a NUL character)
+                # fails its child here, so the parent's finish (and the other outcomes of
+                # its transaction) still commit
+                failed = {c: m for c, m, _ in self._pass_results(conn, takers)}
                 for child, message in failed.items():
                     self._end(conn, child, "failed", UNSTORABLE, message, at)
                     ended.append(child)
-                ready = sorted(ready + [c for c in passing if c not in failed])
+                ready = sorted(ready + [c for c in takers if c not in failed])
             if ready:
                 if quiet:
                     conn.execute(self.sql["PROMOTE_QUIET"], {"ids": ready, "at": at})
@@ -357,33 +370,32 @@ class Dependencies:
 
     def _pass_results(
         self, conn: psycopg.Connection[Any], ready: list[int]
-    ) -> list[tuple[int, str]]:
+    ) -> list[tuple[int, str, bool]]:
         """Write the parents' results into the payloads of ``ready`` children (their
-        ``pass_as`` arguments). Returns (child, why) of those left unwritten because the
-        codec's text holds a NUL character (PostgreSQL's text holds none)."""
-        unstorable: list[tuple[int, str]] = []
+        ``pass_as`` arguments). Returns (child, why, over a size limit) of those left
+        unwritten: over the app's ``payload_limit`` or :data:`durq.store.passing.STORED_CAP`,
+        or the codec's text holds a NUL character (PostgreSQL's text holds none)."""
+        unstorable: list[tuple[int, str, bool]] = []
         if not ready:
             return unstorable
+        codec, limit = self.settings()
         rows = conn.execute(self.sql["PASSED_RESULTS"], {"ids": ready}).fetchall()
-        by_child: dict[int, dict[str, Any]] = {}
-        payloads: dict[int, str] = {}
+        own: dict[int, str] = {}
+        passed: dict[int, list[tuple[str, bool, str | None]]] = {}
         for child, parent, name, as_list, text in rows:
             if parent is None:  # the child's own row, first
-                payloads[int(child)] = text
-                continue
-            value = None if text is None else json.loads(decode_with(self.codec(), text))
-            args = by_child.setdefault(int(child), {})
-            if as_list:
-                args.setdefault(name, []).append(value)
+                own[int(child)] = text
             else:
-                args[name] = value
-        for child, args in by_child.items():
-            body = json.loads(decode_with(self.codec(), payloads[child]))
-            body.update(args)
-            stored = encode_with(self.codec(), json.dumps(body))
+                passed.setdefault(int(child), []).append((name, bool(as_list), text))
+        for child, args in passed.items():
+            stored, why = passing.merge(child, own[child], args, codec, limit)
+            if stored is None:
+                assert why is not None
+                unstorable.append((child, why, True))
+                continue
             problem = nul_problem("its payload with its parents' results", stored, False)
             if problem is not None:
-                unstorable.append((child, f"job {child}: {problem}; not run"))
+                unstorable.append((child, f"job {child}: {problem}; not run", False))
                 continue
             conn.execute(self.sql["SET_PAYLOAD"], {"id": child, "payload": stored})
         return unstorable

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import psycopg
@@ -171,12 +172,20 @@ class JobsMixin(PostgresBase):
             out.extend(Inserted(int(r[0]), True, float(r[1]), float(r[2])) for r in rows)
             plain.clear()
 
+        # unique keys of this insert: a later row with one holds no new job either (its key
+        # is written on the first row only after the loop, by _set_workflow)
+        uniques: dict[tuple[str, str, float | None], Inserted] = {}
+        slot: tuple[str, str, float | None] | None = None  # the unique key of the row before
         for job in jobs:
+            if slot is not None:  # the row before had a unique key: this is its job
+                uniques[slot] = out[-1]  # (its row is flushed: a unique row goes alone)
+                slot = None
             if job.unique_key is not None:
                 flush()
-                holder = self._unique_holder(conn, job, at)
+                slot = (job.queue, job.unique_key, job.unique_period)
+                holder = uniques.get(slot) or self._unique_holder(conn, job, at)
                 if holder is not None:
-                    out.append(holder)
+                    out.append(replace(holder, created=False))
                     continue
             if job.key is None and job.unique_key is None:
                 plain.append(job)

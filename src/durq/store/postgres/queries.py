@@ -354,10 +354,37 @@ RETURNING id, queue, fair_key
 """
 )
 
-PURGE = "DELETE FROM {s}.jobs WHERE queue = %(queue)s AND state = ANY(%(states)s::text[])"
+# A job the purge of (queue, states) may delete: it has no child that has not ended, other
+# than children this same purge deletes. A finished parent whose child still waits is kept
+# (as retention keeps it, steps.PRUNE_JOBS): the child takes its result when it is queued,
+# and a deleted unfinished parent would leave its child waiting for ever.
+PURGEABLE = """(NOT j.has_children OR NOT EXISTS (
+    SELECT 1 FROM {s}.job_deps d JOIN {s}.jobs c ON c.id = d.child_id
+    WHERE d.parent_id = j.id
+      AND c.state NOT IN ('succeeded', 'failed', 'cancelled', 'expired')
+      AND NOT (c.queue = %(queue)s AND c.state = ANY(%(states)s::text[]))))"""
 
-# The dashboard's delete-matching: the ids it found, still failed now.
-DELETE_FAILED = "DELETE FROM {s}.jobs WHERE id = ANY(%(ids)s::bigint[]) AND state = 'failed'"
+PURGE = (
+    "DELETE FROM {s}.jobs AS j WHERE j.queue = %(queue)s AND j.state = ANY(%(states)s::text[])"
+    " AND " + PURGEABLE
+)
+
+# The jobs a purge of (queue, states) keeps, because a child that has not ended needs them.
+PURGE_HELD = (
+    "SELECT count(*) FROM {s}.jobs AS j WHERE j.queue = %(queue)s"
+    " AND j.state = ANY(%(states)s::text[]) AND NOT " + PURGEABLE
+)
+
+# The dashboard's delete-matching: the ids it found, still failed now, except a parent
+# that a child not yet ended waits for (on_parent_failure='run': it takes the parent's
+# result, None, in its list), as PURGEABLE keeps one.
+DELETE_FAILED = """
+DELETE FROM {s}.jobs AS j WHERE j.id = ANY(%(ids)s::bigint[]) AND j.state = 'failed'
+  AND (NOT j.has_children OR NOT EXISTS (
+      SELECT 1 FROM {s}.job_deps d JOIN {s}.jobs c ON c.id = d.child_id
+      WHERE d.parent_id = j.id
+        AND c.state NOT IN ('succeeded', 'failed', 'cancelled', 'expired')))
+"""
 
 # A running limited job keeps its slot as a hold of its key, for the lease it had, until
 # its worker reports the body gone (docs/features/limits.md); the row lock (FOR UPDATE)

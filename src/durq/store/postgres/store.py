@@ -24,6 +24,7 @@ import psycopg
 from durq.codecs import Codec
 from durq.errors import StoreError
 from durq.model.limits import lock_id
+from durq.payload import DEFAULT_PAYLOAD_LIMIT
 from durq.shield import enter as shield_enter
 from durq.shield import leave as shield_leave
 from durq.store.base import Shortcuts
@@ -95,6 +96,7 @@ class PostgresStore(
     """
 
     codec: Codec | None = None
+    payload_limit: int | None = DEFAULT_PAYLOAD_LIMIT  # set by the app
     supports_notify = True
     holds_nul = False  # text holds no NUL character
 
@@ -110,7 +112,10 @@ class PostgresStore(
         self.channel = f"{NOTIFY_CHANNEL}_{self.options.schema}"
         self._batches = Batches(self.options.schema, self.channel)
         self._deps = Dependencies(
-            self.options.schema, self.channel, self._batches, lambda: self.codec
+            self.options.schema,
+            self.channel,
+            self._batches,
+            lambda: (self.codec, self.payload_limit),
         )
         self._wakes = Wakes(self.channel)
         self._pool = open_pool(self.options)

@@ -104,6 +104,10 @@ class AdminMixin(SqliteBase):
             sb.after_purge(conn, hit_batches, self.now())  # same transaction
         return cur.rowcount
 
+    def purge_held(self, queue: str, states: Sequence[str]) -> int:
+        params = {"queue": queue, "states": json.dumps(list(states))}
+        return int(self._read(q.PURGE_HELD, params)[0][0])
+
     def delete_failed(self, job_ids: Sequence[int]) -> int:
         """Delete those of ``job_ids`` that are failed, for good (one transaction, their
         batches closed if nothing is left to wait for); the count deleted."""
@@ -126,7 +130,7 @@ class AdminMixin(SqliteBase):
             cur = conn.execute(q.CANCEL, {"id": job_id, "now": now})
             if cur.rowcount == 1:
                 sb.close_for_jobs(conn, [job_id], now)
-                deps.settle(conn, [job_id], now, self.codec)
+                deps.settle(conn, [job_id], now, self.codec, self.payload_limit)
         return cur.rowcount == 1
 
     def has_pending(self, queues: Sequence[str], tasks: Sequence[str]) -> bool:

@@ -27,6 +27,7 @@ class SqliteBase:
     if TYPE_CHECKING:
         path: str
         codec: Codec | None
+        payload_limit: int | None
         options: SqliteOptions
         _clock: Callable[[], float]
         _local: threading.local

@@ -25,6 +25,7 @@ from durq.model.batches import (
     callback_payload,
     outcome_of,
 )
+from durq.store.sqlite.queries import PURGEABLE
 
 BATCH_COLUMNS = (
     "id, state, on_complete, queue, priority, max_attempts, meta, size, fired, outcome, "
@@ -97,7 +98,7 @@ WHERE id = :id AND state = 'open'
 BATCHES_IN_PURGE = f"""
 SELECT batch_id, max(state NOT IN {TERMINAL_SQL}) FROM jobs
 WHERE queue = :queue AND state IN (SELECT value FROM json_each(:states))
-  AND batch_id IS NOT NULL
+  AND batch_id IS NOT NULL AND {PURGEABLE}
 GROUP BY batch_id
 """
 

@@ -69,7 +69,9 @@ class BatchingMixin(SqliteBase):
             now = self.now()
             cancelled: list[int] = []
             done = sb.seal(conn, batch_id, aborted, now, cancelled)
-            deps.settle(conn, cancelled, now, self.codec)  # their dependents, same transaction
+            deps.settle(
+                conn, cancelled, now, self.codec, self.payload_limit
+            )  # their dependents, same transaction
             return done
 
     def get_batch(self, batch_id: int) -> BatchRecord | None:

@@ -13,11 +13,12 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from durq.codecs import Codec, decode_with, encode_with
-from durq.errors import ConfigError, ParentNotFound
+from durq.codecs import Codec
+from durq.errors import ConfigError, ParentNotFound, PayloadTooLarge
 from durq.model import Inserted, NewJob
 from durq.model.batches import TERMINAL, TERMINAL_SQL
 from durq.model.dependencies import CANCEL, PARENT_FAILED_KIND
+from durq.store import passing
 from durq.store.sqlite import batches as sb
 from durq.store.sqlite.queries import HISTORY
 
@@ -54,7 +55,9 @@ SET_WAITING = f"UPDATE jobs SET state = 'waiting' WHERE id IN {IDS} AND state = 
 #   than succeeded. Parents mostly finish in id order, so the scan starts at the highest
 #   parent id (the primary key read backwards): a 10,000-wide fan-in answers at its first
 #   row;
-# - else 1 when the child takes a parent's result (pass_as), NULL when it takes none.
+# - else, when the child takes its parents' results (pass_as), 1 + the characters of those
+#   results as stored (an integer: the payload they would make can be refused unread,
+#   durq.store.passing), NULL when it takes none.
 # One statement instead of one for the edges and one per child (and one more for the
 # results a chain step never passes): each statement is a round trip of its own.
 _FRONTIER = f"""
@@ -69,8 +72,9 @@ SELECT d.child_id,
               AND (NOT {_terminal("b.state")}
                    OR (bd.on_failure = '{CANCEL}' AND b.state <> 'succeeded'))
             ORDER BY bd.parent_id DESC LIMIT 1),
-           (SELECT 1 FROM job_deps x WHERE x.child_id = d.child_id AND x.pass_as IS NOT NULL
-            LIMIT 1)) END
+           (SELECT 1 + coalesce(sum(length(r.result)), 0)
+            FROM job_deps x JOIN jobs r ON r.id = x.parent_id
+            WHERE x.child_id = d.child_id AND x.pass_as IS NOT NULL HAVING count(*) > 0)) END
 FROM job_deps d JOIN jobs c ON c.id = d.child_id JOIN jobs p ON p.id = d.parent_id
 WHERE d.parent_id IN {{ids}} AND c.state = 'waiting' AND {_terminal("p.state")}
 GROUP BY d.child_id ORDER BY d.child_id
@@ -90,9 +94,11 @@ PROMOTE_ONE = """
 UPDATE jobs SET state = 'queued', run_at = max(run_at, :now) WHERE id = :id AND state = 'waiting'
 """
 
-CANCEL_CHILD = f"""
+# A child that will not run: cancelled by its parent (type ParentFailed), or failed when
+# its payload with the parents' results cannot be stored (type UnstorablePayload).
+END_CHILD = f"""
 UPDATE jobs
-SET state = 'cancelled', finished_at = :now, lease_token = NULL, lease_expires_at = NULL,
+SET state = :state, finished_at = :now, lease_token = NULL, lease_expires_at = NULL,
     errors = json_insert({HISTORY}, '$[#]', json(:error))
 WHERE id = :id AND state IN ('waiting', 'queued')
 """
@@ -148,14 +154,19 @@ def add_parents(
     out: Sequence[Inserted],
     now: float,
     codec: Codec | None = None,
+    limit: int | None = None,
 ) -> None:
     """Store the edges of the rows just inserted and settle each new child (same transaction):
     it waits if a parent is unfinished, is cancelled if a ``cancel`` parent already failed,
-    else stays queued (with the parents' results passed in).
+    else stays queued (with the parents' results passed in). ``limit``: the app's
+    ``payload_limit`` (bytes of JSON), which a payload with its parents' results must keep.
 
     Raises:
         ParentNotFound: a parent id names no job (the caller's transaction rolls back).
         ConfigError: a parent index does not point to an earlier job of this insert.
+        PayloadTooLarge: a new child's parents have all finished and its payload with their
+            results would be over ``limit`` (or :data:`durq.store.passing.STORED_CAP`);
+            the caller's transaction rolls back: nothing is enqueued.
     """
     children: list[int] = []
     for pos, (job, ins) in enumerate(zip(jobs, out, strict=True)):
@@ -189,20 +200,26 @@ def add_parents(
         )
         children.append(ins.id)
     if children:
-        _decide(conn, children, now, codec)
+        _decide(conn, children, now, codec, limit)
 
 
 def settle(
-    conn: sqlite3.Connection, job_ids: Sequence[int], now: float, codec: Codec | None = None
+    conn: sqlite3.Connection,
+    job_ids: Sequence[int],
+    now: float,
+    codec: Codec | None = None,
+    limit: int | None = None,
 ) -> None:
     """After ``job_ids`` became terminal: queue each waiting child whose last parent that
-    was, cancel each whose ``cancel`` parent ended other than succeeded, and follow the
-    cancellations down the graph. No-op (one indexed read) for jobs without children.
+    was, cancel each whose ``cancel`` parent ended other than succeeded, fail each whose
+    payload with its parents' results would be over ``limit`` (the app's
+    ``payload_limit``, bytes of JSON; kind ``unstorable_payload``), and follow these
+    endings down the graph. No-op (one indexed read) for jobs without children.
 
     A chain step is one read (:data:`FRONTIER`) and one write (:data:`PROMOTE`), or
     :data:`PASSED_RESULTS` and one :data:`PROMOTE_WITH` per child when the child takes a
     result. A child decided from a parent cancelled in the same round (both in one
-    frontier) is decided again in the next round, whose frontier is the cancelled jobs."""
+    frontier) is decided again in the next round, whose frontier is the ended jobs."""
     frontier = list(job_ids)
     while frontier:
         if len(frontier) == 1:
@@ -211,14 +228,22 @@ def settle(
             rows = conn.execute(FRONTIER, {"ids": json.dumps(frontier)}).fetchall()
         if not rows:
             return
-        cancelled: list[int] = []
+        ended: list[int] = []  # cancelled here, or failed (unstorable payload)
         ready: list[int] = []
-        passing: list[int] = []
+        takers: list[int] = []  # ready, and takes its parents' results
         for child, failed, task, state, blocked in rows:
             if failed is not None:
                 why: tuple[int, str, str] = (failed, task, state)
-            elif blocked is None or blocked == 1:  # nothing blocks it: it runs
-                (ready if blocked is None else passing).append(child)
+            elif blocked is None:  # nothing blocks it and it takes no result: it runs
+                ready.append(child)
+                continue
+            elif isinstance(blocked, int):  # it takes results: 1 + their stored size
+                problem = passing.too_large_early(child, blocked - 1, codec, limit)
+                if problem is None:
+                    takers.append(child)
+                else:
+                    _end(conn, child, "failed", passing.UNSTORABLE, problem, now)
+                    ended.append(child)
                 continue
             else:
                 parent, ptask, pstate = json.loads(blocked)
@@ -226,23 +251,36 @@ def settle(
                     continue
                 why = (parent, ptask, pstate)  # a 'cancel' parent that did not succeed
             _cancel(conn, child, why, now)
-            cancelled.append(child)
-        if passing:
-            payloads = _with_results(conn, passing, codec)
+            ended.append(child)
+        if takers:
+            payloads, refused = _with_results(conn, takers, codec, limit)
             for child, payload in payloads.items():
                 conn.execute(PROMOTE_WITH, {"id": child, "payload": payload, "now": now})
-            ready.extend(c for c in passing if c not in payloads)
+            for child, message in refused.items():
+                _end(conn, child, "failed", passing.UNSTORABLE, message, now)
+                ended.append(child)
+            ready.extend(c for c in takers if c not in payloads and c not in refused)
         if len(ready) == 1:
             conn.execute(PROMOTE_ONE, {"id": ready[0], "now": now})
         elif ready:
             conn.execute(PROMOTE, {"ids": json.dumps(ready), "now": now})
-        if cancelled:
-            sb.close_for_jobs(conn, cancelled, now)
-        frontier = cancelled
+        if ended:
+            sb.close_for_jobs(conn, ended, now)
+        frontier = ended
 
 
-def _decide(conn: sqlite3.Connection, children: list[int], now: float, codec: Codec | None) -> None:
-    """Settle new children against every parent: wait, cancel, or run now."""
+def _decide(
+    conn: sqlite3.Connection,
+    children: list[int],
+    now: float,
+    codec: Codec | None,
+    limit: int | None,
+) -> None:
+    """Settle new children against every parent: wait, cancel, or run now.
+
+    Raises:
+        PayloadTooLarge: a child that runs now would not fit its parents' results.
+    """
     waiting: list[int] = []
     ready: list[int] = []
     cancelled: list[int] = []
@@ -264,53 +302,63 @@ def _decide(conn: sqlite3.Connection, children: list[int], now: float, codec: Co
             ready.append(child)
     if waiting:
         conn.execute(SET_WAITING, {"ids": json.dumps(waiting)})
-    _pass_results(conn, ready, codec)
+    if ready:
+        payloads, refused = _with_results(conn, ready, codec, limit)
+        if refused:  # refused like any payload over the limit: nothing is written
+            why = min(refused.items())[1].removesuffix("; not run")
+            raise PayloadTooLarge(f"{why}; nothing was enqueued")
+        for child, payload in payloads.items():
+            conn.execute(SET_PAYLOAD, {"id": child, "payload": payload})
     if cancelled:
         sb.close_for_jobs(conn, cancelled, now)
-        settle(conn, cancelled, now, codec)
+        settle(conn, cancelled, now, codec, limit)
 
 
 def _cancel(conn: sqlite3.Connection, child: int, why: tuple[int, str, str], now: float) -> None:
+    _end(conn, child, "cancelled", ("ParentFailed", PARENT_FAILED_KIND), reason(*why), now)
+
+
+def _end(
+    conn: sqlite3.Connection,
+    child: int,
+    state: str,
+    entry: tuple[str, str],
+    message: str,
+    now: float,
+) -> None:
+    """End a waiting child without running it: ``state`` with an error entry of
+    (type, kind) ``entry``."""
     error = {
-        "attempt": 0, "at": now, "type": "ParentFailed", "message": reason(*why),
-        "traceback": "", "kind": PARENT_FAILED_KIND,
+        "attempt": 0, "at": now, "type": entry[0], "message": message,
+        "traceback": "", "kind": entry[1],
     }  # fmt: skip
-    conn.execute(CANCEL_CHILD, {"id": child, "now": now, "error": json.dumps(error)})
-
-
-def _pass_results(conn: sqlite3.Connection, ready: list[int], codec: Codec | None) -> None:
-    """Write the parents' results into the new payloads of ``ready`` (queued already)."""
-    if not ready:
-        return
-    for child, payload in _with_results(conn, ready, codec).items():
-        conn.execute(SET_PAYLOAD, {"id": child, "payload": payload})
+    conn.execute(END_CHILD, {"id": child, "now": now, "state": state, "error": json.dumps(error)})
 
 
 def _with_results(
-    conn: sqlite3.Connection, ready: list[int], codec: Codec | None
-) -> dict[int, str]:
+    conn: sqlite3.Connection, ready: list[int], codec: Codec | None, limit: int | None
+) -> tuple[dict[int, str], dict[int, str]]:
     """The new payloads (stored text, by child id) of the children among ``ready`` that
     take results: the parents' results written into the arguments named by ``pass_as``
     (dq.chain and dq.group(...).then): the value, or the list of a fan-in's results in
-    parent id order. A child that takes none is left out."""
+    parent id order; and, by child id, why each child whose payload would be over
+    ``limit`` (or :data:`durq.store.passing.STORED_CAP`) was left out. A child that takes
+    none is in neither."""
     rows = conn.execute(PASSED_RESULTS, {"ids": json.dumps(ready)}).fetchall()
-    by_child: dict[int, dict[str, object]] = {}
-    payloads: dict[int, str] = {}
+    own: dict[int, str] = {}
+    passed: dict[int, list[tuple[str, bool, str | None]]] = {}
     for child, parent, name, as_list, value_text in rows:
         if parent is None:  # the child's own row, first
-            payloads[child] = value_text
-            continue
-        value = None if value_text is None else json.loads(decode_with(codec, value_text))
-        args = by_child.setdefault(child, {})
-        if as_list:
-            bucket = args.setdefault(name, [])
-            assert isinstance(bucket, list)
-            bucket.append(value)
+            own[child] = value_text
         else:
-            args[name] = value
-    out: dict[int, str] = {}
-    for child, args in by_child.items():
-        body = json.loads(decode_with(codec, payloads[child]))
-        body.update(args)
-        out[child] = encode_with(codec, json.dumps(body))
-    return out
+            passed.setdefault(child, []).append((name, bool(as_list), value_text))
+    payloads: dict[int, str] = {}
+    refused: dict[int, str] = {}
+    for child, args in passed.items():
+        stored, problem = passing.merge(child, own[child], args, codec, limit)
+        if stored is None:
+            assert problem is not None
+            refused[child] = problem
+        else:
+            payloads[child] = stored
+    return payloads, refused

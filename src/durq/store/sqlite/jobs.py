@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from durq.errors import ConfigError
@@ -185,15 +186,23 @@ class JobsMixin(SqliteBase):
         # The plain rows' parameters, flat (insert_rows' layout); meta only when a row has one
         plain: list[Any] = []
         metas = explicit_ids and any(job.meta is not None for job in jobs)
+        # unique keys of this insert: a later row with one holds no new job either (its
+        # key is written on the first row only after the loop, by _set_workflow)
+        uniques: dict[tuple[str, str, float | None], Inserted] = {}
+        slot: tuple[str, str, float | None] | None = None  # the unique key of the row before
         for job in jobs:
             run_at = now + job.delay if job.run_at is None else job.run_at
+            if slot is not None:  # the row before had a unique key: this is its job
+                uniques[slot] = out[-1]
+                slot = None
             if job.unique_key is not None:
                 if plain:
                     insert_rows(conn, plain, metas)
                     plain = []
-                holder = self._unique_holder(conn, job, now)
+                slot = (job.queue, job.unique_key, job.unique_period)
+                holder = uniques.get(slot) or self._unique_holder(conn, job, now)
                 if holder is not None:
-                    out.append(holder)
+                    out.append(replace(holder, created=False))
                     continue
                 if job.key is None:
                     row = {
@@ -276,7 +285,9 @@ class JobsMixin(SqliteBase):
             if outcomes:
                 self._close_batches_of(outcomes, applied, now)
                 finished = [o.job_id for o, done in zip(outcomes, applied, strict=True) if done]
-                deps.settle(conn, finished, now, self.codec)  # children of the jobs that just ended
+                deps.settle(
+                    conn, finished, now, self.codec, self.payload_limit
+                )  # children of the jobs that just ended
                 self._fail_hooks_of(conn, outcomes, applied, now)
                 hit("finish_tx")
             if limit > 0 and queues:
@@ -422,7 +433,7 @@ class JobsMixin(SqliteBase):
             row = conn.execute(q.RELEASE, params).fetchone()
             if row is not None and row[0] == "failed":
                 sb.close_for_jobs(conn, [job_id], params["now"])
-                deps.settle(conn, [job_id], params["now"], self.codec)
+                deps.settle(conn, [job_id], params["now"], self.codec, self.payload_limit)
                 self._fail_hooks(conn, [job_id], params["now"], flagged=not on_fail)
         return (row[0], row[1]) if row else None
 
@@ -434,7 +445,7 @@ class JobsMixin(SqliteBase):
             rows = conn.execute(q.REAP, {"now": now}).fetchall()
             sb.close_for_jobs(conn, [r[0] for r in rows if r[1] == "failed"], now)
             failed = [r[0] for r in rows if r[1] == "failed"]
-            deps.settle(conn, failed, now, self.codec)
+            deps.settle(conn, failed, now, self.codec, self.payload_limit)
             self._fail_hooks(conn, failed, now, flagged=True, tasks=fail_tasks)
             summary = ReapSummary(
                 at=now,

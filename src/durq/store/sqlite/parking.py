@@ -51,7 +51,7 @@ class ParkingMixin(SqliteBase):
             if conn.execute(dl.CANCEL_PARKED, {"id": job_id, "now": now}).rowcount != 1:
                 return False
             sb.close_for_jobs(conn, [job_id], now)
-            deps.settle(conn, [job_id], now, self.codec)
+            deps.settle(conn, [job_id], now, self.codec, self.payload_limit)
         return True
 
     def sweep(self, hook_max_attempts: int, limit: int = 500) -> SweepSummary:
@@ -71,7 +71,7 @@ class ParkingMixin(SqliteBase):
                 self._insert_hooks(conn, rows, "expire", now, hook_max_attempts)
                 expired.extend(r[0] for r in rows)
             sb.close_for_jobs(conn, expired, now)  # same transaction
-            deps.settle(conn, expired, now, self.codec)
+            deps.settle(conn, expired, now, self.codec, self.payload_limit)
             rows = conn.execute(dl.NOTICE_SLOW, params).fetchall()
             self._insert_hooks(conn, rows, "slow", now, hook_max_attempts)
             noticed = [r[0] for r in rows]

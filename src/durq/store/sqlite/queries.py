@@ -8,15 +8,41 @@ from __future__ import annotations
 
 import functools
 
-# The error history, or - when a damaged row's history is not a JSON array - that damage kept
-# as one entry, so that appending to it can never fail (a corrupt row must not stop the reaper).
+from durq.model.jobs import HISTORY_KEPT, HISTORY_TRIMMED_KIND
+
 ATTEMPTS_LEFT = "CAST(attempts AS INTEGER) < CAST(max_attempts AS INTEGER)"
 
-HISTORY = (
-    "(CASE WHEN json_valid(errors) AND json_type(errors) = 'array' THEN errors "
-    "ELSE json_array(json_object('attempt', 0, 'at', 0, 'type', 'UnreadableHistory', "
-    "'message', CAST(errors AS TEXT), 'traceback', '', 'kind', 'corrupt')) END)"
+# The error history with room for one more entry, as every statement that appends one reads
+# it (``json_insert(HISTORY, '$[#]', entry)``):
+# - when a damaged row's history is not a JSON array, that damage kept as one entry, so
+#   that appending to it can never fail (a corrupt row must not stop the reaper);
+# - when it holds more than the first entry and the last HISTORY_KEPT - 1, it is rebuilt as
+#   the first, a 'history_trimmed' marker that counts the entries dropped (those before,
+#   plus the ones dropped now) and the last HISTORY_KEPT - 1 (durq.model.jobs.HISTORY_KEPT).
+#   Only a full history is rebuilt (SQLite caches the parse of the text in a statement).
+_N = HISTORY_KEPT
+_MARKED = f"coalesce(json_extract(errors, '$[1].kind') = '{HISTORY_TRIMMED_KIND}', 0)"
+_DROPPED = (
+    f"(CASE WHEN {_MARKED} THEN CAST(json_extract(errors, '$[1].dropped') AS INTEGER) "
+    f"ELSE 0 END + json_array_length(errors) - 1 - {_MARKED} - {_N - 1})"
 )
+# An element of json_each as JSON text (a subquery's column loses the JSON subtype).
+_ELEMENT = "CASE WHEN type IN ('object', 'array') THEN value ELSE json_quote(value) END"
+HISTORY = f"""(CASE
+    WHEN NOT (json_valid(errors) AND json_type(errors) = 'array') THEN json_array(json_object(
+        'attempt', 0, 'at', 0, 'type', 'UnreadableHistory', 'message', CAST(errors AS TEXT),
+        'traceback', '', 'kind', 'corrupt'))
+    WHEN json_array_length(errors) <= {_N} THEN errors
+    ELSE (SELECT json_group_array(json(v)) FROM (
+        SELECT 0 AS o, {_ELEMENT} AS v FROM json_each(errors) WHERE key = 0
+        UNION ALL
+        SELECT 1, json_object('attempt', 0, 'at', json_extract(errors, '$[1].at'),
+            'type', 'HistoryTrimmed', 'message', {_DROPPED} || ' earlier entries not kept',
+            'traceback', '', 'kind', '{HISTORY_TRIMMED_KIND}', 'dropped', {_DROPPED})
+        UNION ALL
+        SELECT 2 + key, {_ELEMENT} FROM json_each(errors) WHERE key > json_array_length(errors) - {_N}
+        ORDER BY o))
+    END)"""
 
 # A failed attempt's error entry with the attempt's start and lease holder, read from the
 # row by the statement that records it (UPDATE sees the values before its SET): no extra
@@ -323,13 +349,36 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND state IN {REPLAYABLE}
 RETURNING id
 """
 
-PURGE = """
+# A job the purge of (:queue, :states) may delete: it has no child that has not ended,
+# other than children this same purge deletes. A finished parent whose child still waits is
+# kept (as retention keeps it, steps.PRUNE_JOBS): the child takes its result when it is
+# queued, and a deleted unfinished parent would leave its child waiting for ever.
+PURGEABLE = """(jobs.has_children = 0 OR NOT EXISTS (
+    SELECT 1 FROM job_deps d JOIN jobs c ON c.id = d.child_id
+    WHERE d.parent_id = jobs.id
+      AND c.state NOT IN ('succeeded', 'failed', 'cancelled', 'expired')
+      AND NOT (c.queue = :queue AND c.state IN (SELECT value FROM json_each(:states)))))"""
+
+PURGE = f"""
 DELETE FROM jobs WHERE queue = :queue AND state IN (SELECT value FROM json_each(:states))
+  AND {PURGEABLE}
 """
 
-# The dashboard's delete-matching: the ids it found, still failed now.
+# The jobs a purge of (:queue, :states) keeps, because a child that has not ended needs them.
+PURGE_HELD = f"""
+SELECT count(*) FROM jobs WHERE queue = :queue AND state IN (SELECT value FROM json_each(:states))
+  AND NOT {PURGEABLE}
+"""
+
+# The dashboard's delete-matching: the ids it found, still failed now, except a parent
+# that a child not yet ended waits for (on_parent_failure='run': it takes the parent's
+# result, None, in its list), as PURGEABLE keeps one.
 DELETE_FAILED = """
 DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'failed'
+  AND (has_children = 0 OR NOT EXISTS (
+      SELECT 1 FROM job_deps d JOIN jobs c ON c.id = d.child_id
+      WHERE d.parent_id = jobs.id
+        AND c.state NOT IN ('succeeded', 'failed', 'cancelled', 'expired')))
 """
 
 # A running job's cancel ends its attempt: a 'cancelled' entry with its start and lease

@@ -44,7 +44,7 @@ class RescuingMixin(SqliteBase):
             rows = conn.execute(rq.RESCUE_JOBS, params).fetchall()
             failed = [r[0] for r in rows if r[1] == "failed"]
             sb.close_for_jobs(conn, failed, now)
-            deps.settle(conn, failed, now, self.codec)
+            deps.settle(conn, failed, now, self.codec, self.payload_limit)
             self._fail_hooks(conn, failed, now, flagged=True, tasks=fail_tasks)
             conn.execute(rq.MARK_RESCUED, {"ids": json.dumps(ids)})
             if dead:

@@ -19,6 +19,7 @@ from typing import Any
 
 from durq.codecs import Codec
 from durq.errors import StoreError
+from durq.payload import DEFAULT_PAYLOAD_LIMIT
 from durq.shield import shielded
 from durq.store.base import Shortcuts
 from durq.store.sqlite import queries as q
@@ -92,6 +93,7 @@ class SqliteStore(
     """
 
     codec: Codec | None = None
+    payload_limit: int | None = DEFAULT_PAYLOAD_LIMIT  # set by the app
     supports_notify = False
     holds_nul = True  # TEXT keeps a NUL character
 

@@ -101,7 +101,7 @@ class WorkflowsMixin(SqliteBase):
         if turns:
             conn.executemany(ADD_TURN, sorted(turns))
         if any(job.parents for job in jobs):
-            deps.add_parents(conn, jobs, out, self.now(), self.codec)
+            deps.add_parents(conn, jobs, out, self.now(), self.codec, self.payload_limit)
 
     def edges(self, job_ids: Sequence[int]) -> list[Edge]:
         rows = self._read(deps.EDGES_OF, {"ids": json.dumps(list(job_ids))})
