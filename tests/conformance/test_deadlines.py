@@ -132,7 +132,7 @@ def test_parked_and_scheduled_jobs_expire_too(app: durq.Durq, clock: Clock) -> N
     register(app)
     g = app.tasks["generate"]
     parked = g.options(park=True).enqueue(n=1)
-    scheduled = g.options(delay=3600).enqueue(n=2)
+    scheduled = g.options(delay=DEADLINE - 1).enqueue(n=2)  # not due yet at the enqueue
     clock.advance(DEADLINE + 1)
     assert app.sweep().expired == (parked.id, scheduled.id)
     [entry] = app.get(parked.id).errors  # never ran: no start, no worker

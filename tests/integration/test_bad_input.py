@@ -84,6 +84,32 @@ def test_bad_options_are_refused_before_anything_is_written(make_app, tmp_path: 
     assert count_rows(tmp_path / "jobs.db") == 1
 
 
+def test_a_job_that_would_expire_before_it_is_due_is_refused(make_app, tmp_path: Path) -> None:
+    app = make_app()
+
+    @app.task(deadline_in=60)
+    def report() -> None:
+        return None
+
+    app.enqueue("warmup", {})
+    now = time.time()
+    refused = (
+        report.options(delay=120),  # the task's deadline_in
+        report.options(delay=30, deadline_in=1),
+        report.options(run_at=now + 600, deadline=now + 300),
+        report.options(delay=30, deadline=now + 10),
+    )
+    for bound in refused:
+        with pytest.raises(durq.ConfigError, match="would expire before it is due"):
+            bound.enqueue()
+    assert count_rows(tmp_path / "jobs.db") == 1
+    # due before the deadline, or due now (one past its deadline expires at once): kept
+    report.options(delay=30).enqueue()
+    report.options(deadline=now - 5).enqueue()
+    report.options(run_at=now + 5, deadline=now + 300).enqueue()
+    assert count_rows(tmp_path / "jobs.db") == 4
+
+
 def test_surrogates_and_deep_unicode_round_trip(make_app, drain) -> None:
     app = make_app()
 

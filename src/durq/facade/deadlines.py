@@ -3,7 +3,7 @@ checks of the task and enqueue options they add)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from durq.checks import _as_id, _check_seconds, _point_in_time
@@ -122,3 +122,37 @@ class DeadlinesFacade(FacadeBase):
         if new.notice_after is not None:
             record.notice_at = created + new.notice_after
         return record
+
+
+def check_due_before_expiry(
+    now: Callable[[], float], delay: float, run_at: float | None, fields: Mapping[str, Any]
+) -> None:
+    """Refuse a job scheduled to become due only at or after its own deadline: it would
+    expire without ever running. ``delay`` (seconds) or ``run_at`` (epoch seconds) is when
+    it is due; ``fields`` are :meth:`DeadlinesFacade._parked_deadline_fields`'s; ``now``
+    the store's clock (read only when the job has a deadline and a run time). A job due
+    now is not checked (one enqueued past its deadline expires at once, as documented in
+    docs/features/deadlines.md).
+
+    Raises:
+        ConfigError: the job would be due at or after its deadline.
+    """
+    deadline, deadline_in = fields.get("deadline"), fields.get("deadline_in")
+    if deadline is None and deadline_in is None:
+        return
+    if run_at is None and delay <= 0:
+        return
+    at = now()
+    due = at + delay if run_at is None else run_at
+    if due <= at:
+        return
+    if deadline_in is not None:
+        expires, said = at + deadline_in, f"deadline_in={deadline_in:g} s after it is enqueued"
+    else:
+        expires, said = deadline, f"deadline at {deadline:.3f} (epoch seconds)"
+    if due >= expires:
+        when = f"delay={delay:g} s" if run_at is None else f"run_at {run_at:.3f} (epoch seconds)"
+        raise ConfigError(
+            f"the job would expire before it is due: it is due at {when}, and its {said}; "
+            "nothing was enqueued (give a later deadline or an earlier run time)"
+        )

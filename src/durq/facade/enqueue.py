@@ -32,6 +32,7 @@ from durq.errors import (
     PayloadError,
 )
 from durq.facade.base import FacadeBase
+from durq.facade.deadlines import check_due_before_expiry
 from durq.hooks import with_hooks
 from durq.job import Job
 from durq.limits import with_limit
@@ -326,6 +327,8 @@ class EnqueueFacade(FacadeBase):
             queue, task_name, "", priority, run_at, max_attempts, None, meta, delay, batch_id
         )
         extras = self._parked_deadline_fields(opts, task)
+        if extras:
+            check_due_before_expiry(self.store.now, delay, run_at, extras)
         extras.update(workflow_fields(opts))
         return replace(new, **extras) if extras else new
 
