@@ -21,9 +21,9 @@ from durq.task import EnqueueOptions
 PRODUCE_INTERVAL = 0.25
 #: Attempts of ``exhausted`` jobs (each attempt fails; the job ends failed).
 EXHAUSTED_ATTEMPTS = 3
-#: ``expire`` jobs: they may run after this many seconds ...
-EXPIRE_DELAY = 30.0
-#: ... but their deadline is this many seconds after creation: they expire first.
+#: ``expire`` jobs are parked (no worker runs them) with a deadline this many seconds after
+#: their creation: they expire. (They were scheduled 30 s ahead with this deadline; an
+#: enqueue now refuses a job due only after its own deadline.)
 EXPIRE_DEADLINE = 2.0
 
 
@@ -194,9 +194,7 @@ class Producer(threading.Thread):
         if kind == "exhausted":
             return EnqueueOptions(queue=self.config.queue, max_attempts=EXHAUSTED_ATTEMPTS)
         if kind == "expire":
-            return EnqueueOptions(
-                queue=self.config.queue, delay=EXPIRE_DELAY, deadline_in=EXPIRE_DEADLINE
-            )
+            return EnqueueOptions(queue=self.config.queue, park=True, deadline_in=EXPIRE_DEADLINE)
         return EnqueueOptions(queue=self.config.queue)
 
     def produce(self, n: int) -> None:
