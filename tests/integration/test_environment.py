@@ -112,7 +112,9 @@ def test_a_full_disk_refuses_new_work_corrupts_nothing_and_recovers(
         # the long job ends while the disk is full: its finish cannot commit and is retried
         def finish_refused() -> bool:
             return any(
-                e["event"] == "store_busy" and "disk full" in str(e.get("error"))
+                e["event"] == "store_busy"
+                and "disk full" in str(e.get("error"))
+                and e.get("reason") == "full"  # not the busy lock its name suggests
                 for e in w.events()
             )
 

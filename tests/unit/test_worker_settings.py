@@ -87,3 +87,18 @@ def test_the_cli_refuses_them_in_one_line(tmp_path: object, args: list[str], say
     assert out.returncode == 1, out.stderr
     assert says in out.stderr
     assert "Traceback" not in out.stderr and "OverflowError" not in out.stderr
+
+
+def test_a_waited_out_store_error_says_what_the_store_answered() -> None:
+    from durq.errors import StoreBusy, StoreError, StoreFull, StoreUnavailable
+    from durq.worker.service import passing, wait_reason
+
+    cases = {
+        StoreBusy("database is locked"): "busy",
+        StoreFull("jobs.db: disk full (SQLite: database or disk is full)"): "full",
+        StoreError("database or disk is full"): "full",
+        StoreUnavailable("server closed the connection"): "unavailable",
+        StoreError("disk I/O error"): "io",
+    }
+    for exc, reason in cases.items():
+        assert passing(exc) and wait_reason(exc) == reason, exc

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from durq.hooks import fail_tasks
 from durq.observability import events
 from durq.observability.processes import proc_stamp, process_gone
-from durq.worker.service import Service, passing
+from durq.worker.service import Service, passing, store_waiting
 
 if TYPE_CHECKING:
     from durq.worker.host import WorkerHost
@@ -87,7 +87,7 @@ class Liveness(Service):
             except Exception as exc:
                 if not passing(exc):
                     raise
-                events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
+                store_waiting(self.name, exc)
 
     def beat(self) -> None:
         """One liveness beat; on learning that this worker was rescued, ``on_rescued()``."""

@@ -7,14 +7,13 @@ on SQLite every worker may, each chunk being its own short write transaction.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from durq.errors import ConfigError
 from durq.observability import events
 from durq.retention import DEFAULT_CHUNK, prune, prune_fair_turns, worker_policy
-from durq.worker.service import Service, passing
+from durq.worker.service import Service, passing, store_waiting
 
 if TYPE_CHECKING:
     from durq.worker.host import WorkerHost
@@ -86,7 +85,7 @@ class Pruner(Service):
             except Exception as exc:
                 if not passing(exc):
                     raise
-                events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
+                store_waiting(self.name, exc)
 
     def prune_once(self) -> dict[str, int] | None:
         """One pass, if this process leads now; the counts per state, or None."""

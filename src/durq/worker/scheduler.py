@@ -38,7 +38,7 @@ from durq.model import ScheduleDefinition
 from durq.observability import events
 from durq.periodic import Periodic, code_version, definition_of, from_record, key_for
 from durq.task import EnqueueOptions
-from durq.worker.service import Service, passing
+from durq.worker.service import Service, passing, store_waiting
 
 if TYPE_CHECKING:
     from durq.registry import Registry
@@ -227,6 +227,6 @@ class Scheduler(Service):
             except Exception as exc:
                 if not passing(exc):
                     raise
-                events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
+                store_waiting(self.name, exc)
             if self.sleep(wait):
                 return

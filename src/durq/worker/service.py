@@ -74,6 +74,28 @@ def passing(exc: BaseException) -> bool:
     )
 
 
+def wait_reason(exc: BaseException) -> str:
+    """What a :func:`passing` error says of the store, for ``store_busy``'s ``reason``:
+    ``full`` (the disk or the database file is full), ``unavailable`` (the server or its
+    session went away), ``io`` (a disk I/O error) or ``busy`` (the write lock is taken)."""
+    text = str(exc).lower()
+    if isinstance(exc, StoreFull) or "disk is full" in text or "disk full" in text:
+        return "full"
+    if isinstance(exc, StoreUnavailable):
+        return "unavailable"
+    if "disk i/o" in text:
+        return "io"
+    return "busy"
+
+
+def store_waiting(loop: str, exc: BaseException) -> None:
+    """Log ``store_busy`` (WARNING) for a :func:`passing` error that ``loop`` waits out:
+    the loop's name, the error's text and its :func:`wait_reason`."""
+    events.emit(
+        events.STORE_BUSY, logging.WARNING, loop=loop, reason=wait_reason(exc), error=str(exc)
+    )
+
+
 def waiting_out(
     step: Callable[[], object], what: str, stop: threading.Event, limit: float = 60.0
 ) -> None:
@@ -94,7 +116,7 @@ def waiting_out(
         except Exception as exc:
             if not passing(exc) or time.monotonic() >= deadline:
                 raise
-            events.emit(events.STORE_BUSY, logging.WARNING, loop=what, error=str(exc))
+            store_waiting(what, exc)
             if stop.wait(pause):
                 raise
             pause = min(pause * 2, 2.0)

@@ -23,7 +23,7 @@ from durq.model import AttemptError, Outcome
 from durq.observability import events
 from durq.pause import PAUSE_KIND
 from durq.worker.pausing import settle_pause
-from durq.worker.service import Service, passing
+from durq.worker.service import Service, passing, store_waiting
 from durq.worker.state import Attempt
 from durq.worker.stopping import stop
 
@@ -169,7 +169,7 @@ class Claimer(Service):
             except Exception as exc:
                 if not passing(exc):
                     raise
-                events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
+                store_waiting(self.name, exc)
                 for item in batch:  # not written: put back, in order, for the next try
                     self.outcomes.put(item)
                 time.sleep(pause)  # not self.sleep: it would not wait once stopping
@@ -271,7 +271,7 @@ class Heartbeat(Service):
             except Exception as exc:
                 if not passing(exc):
                     raise
-                events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
+                store_waiting(self.name, exc)
                 interval = min(1.0, w.heartbeat_interval)
 
     def beat(self) -> None:
@@ -342,7 +342,7 @@ class Reaper(Service):
             except Exception as exc:
                 if not passing(exc):
                     raise
-                events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
+                store_waiting(self.name, exc)
 
     def reap_once(self) -> None:
         store = self.worker.app.store

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from durq.observability import events
 from durq.worker.interrupt import RAISE_EVERY
-from durq.worker.service import Service, passing
+from durq.worker.service import Service, passing, store_waiting
 from durq.worker.state import ENDED_ELSEWHERE, WEDGED_AFTER, Attempt
 
 if TYPE_CHECKING:
@@ -166,7 +166,7 @@ class Timeouts(Service):
         except Exception as exc:
             if not passing(exc):
                 raise
-            events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
+            store_waiting(self.name, exc)
 
     @property
     def loop_blocked(self) -> bool:
@@ -194,11 +194,11 @@ class Cancels(Service):
             except Exception as exc:
                 if not passing(exc):
                     raise
-                events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
+                store_waiting(self.name, exc)
         try:
             self.release()  # bodies that returned during the shutdown
         except Exception as exc:  # noqa: BLE001 - the holds lapse with their leases
-            events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
+            store_waiting(self.name, exc)
 
     def release(self) -> None:
         """Free the limit slots that cancelled or expired jobs kept while their bodies ran

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from durq.deadlines import install_hooks
 from durq.model import HOOK_MAX_ATTEMPTS
 from durq.observability import events
-from durq.worker.service import Service, passing
+from durq.worker.service import Service, passing, store_waiting
 
 if TYPE_CHECKING:
     from durq.registry import Registry
@@ -55,7 +55,7 @@ class Sweeper(Service):
             except Exception as exc:
                 if not passing(exc):
                     raise
-                events.emit(events.STORE_BUSY, logging.WARNING, loop=self.name, error=str(exc))
+                store_waiting(self.name, exc)
 
     def sweep_once(self) -> None:
         """One pass if this process leads; repeated while a step hit :data:`SWEEP_LIMIT`."""
