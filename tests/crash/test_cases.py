@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -40,6 +41,33 @@ def lost_lease_events(w: WorkerProc) -> list[dict[str, object]]:
     ]  # fmt: skip
 
 
+def freeze_outside_the_write_lock(w: WorkerProc, url: str) -> None:
+    """SIGSTOP ``w`` at a moment it holds no SQLite write lock: frozen inside a write
+    transaction (a heartbeat's, a claim's) it would block every writer of the file until
+    SIGCONT, the other worker's start included (SQLite has one writer; docs/guarantees.md,
+    known limits). PostgreSQL has row locks only: one SIGSTOP. Retries while A is inside a
+    write (a few ms each), so the freeze still lands while A holds J."""
+    if not url.startswith("sqlite"):
+        w.signal(signal.SIGSTOP)
+        return
+    path = url.removeprefix("sqlite:///").split("?")[0]
+    probe = sqlite3.connect(path, isolation_level=None, timeout=0)
+    try:
+        for _ in range(200):
+            w.signal(signal.SIGSTOP)
+            time.sleep(0.005)  # the stop is delivered
+            try:
+                probe.execute("BEGIN IMMEDIATE")
+                probe.execute("ROLLBACK")
+                return
+            except sqlite3.OperationalError:  # A holds the lock: let it finish, try again
+                w.signal(signal.SIGCONT)
+                time.sleep(0.003)
+        raise AssertionError("A held the write lock at 200 freezes in a row")
+    finally:
+        probe.close()
+
+
 def test_case_02_a_frozen_worker_cannot_complete_a_job_it_lost(tmp_path: Path, url: str) -> None:
     """Case 02 part A: SIGSTOP past the lease; the other worker re-leases and completes; the
     resumed worker's completion is fenced out and it keeps working."""
@@ -50,7 +78,7 @@ def test_case_02_a_frozen_worker_cannot_complete_a_job_it_lost(tmp_path: Path, u
     try:
         j = app.enqueue("whoami", {"ms": 300})
         wait_for(lambda: app.get(j.id).worker_id == "A", 10, 0.005, "A to lease J")
-        a.signal(signal.SIGSTOP)
+        freeze_outside_the_write_lock(a, url)
         stopped = time.monotonic()
         b = WorkerProc(
             APP, url, tmp_path / "b.log", [*args, "--worker-id", "B"], {"WORKER_NAME": "B"}
