@@ -3,6 +3,7 @@ change of the task's defaults, a batch or a payload it would have refused."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
@@ -127,4 +128,26 @@ def test_plain_inserts_bind_no_none(tmp_path: Path) -> None:
             assert {str(rows[i].meta) for i in ids} == {str(meta)}
     finally:
         sqlite3.adapters.pop((type(None), sqlite3.PrepareProtocol), None)
+        dq.close()
+
+
+def test_a_bulk_enqueue_logs_each_job_once_it_has_committed(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With events on, enqueue_many's plain rows (one template, the bulk store path; 250
+    rows are past PostgreSQL's COPY threshold) log one job_enqueued each, for jobs that
+    exist, as a one-at-a-time enqueue does."""
+    dq = durq.Durq(url)
+    try:
+
+        @dq.task
+        def work(n: int) -> int:
+            return n
+
+        with caplog.at_level(logging.INFO, logger="durq.events"):
+            jobs = work.enqueue_many([{"n": i} for i in range(250)])
+        logged = [r for r in caplog.records if "job_enqueued" in r.getMessage()]
+        assert len(logged) == len(jobs) == 250
+        assert {j.id for j in jobs} == {j.id for j in dq.jobs(limit=500)}
+    finally:
         dq.close()

@@ -221,18 +221,23 @@ class EnqueueFacade(FacadeBase):
         if bodies is not None:  # the rows differ only in their payload
             if not bodies:
                 return []
-            if opts.connection is None and template.plain and not log:
+            if opts.connection is None and template.plain:
                 # no NewJob or Inserted per row: the store builds the Jobs from the ids
                 build = functools.partial(self._rows_jobs, template, bodies)
                 jobs = self.store.enqueue_rows(template, bodies, build)
-            else:
-                inserted = self.store.enqueue_plain(template, bodies, connection=opts.connection)
+                if log:  # after the commit, as for any enqueue
+                    for job in jobs:
+                        events.emit(events.JOB_ENQUEUED, id=job.id, queue=template.queue,
+                                    task=template.task, run_at=job.run_at)  # fmt: skip
+            else:  # the caller's connection, a batch, parked / deadline columns
+                news = [template.with_payload(body) for body in bodies]
+                inserted = self.store.enqueue(news, connection=opts.connection)
                 if not log and not template.has_extras:
                     jobs = self._plain_jobs(template, bodies, inserted)
                 else:
                     jobs = [
-                        self._job_after_insert(template.with_payload(b), i, log)
-                        for b, i in zip(bodies, inserted, strict=True)
+                        self._job_after_insert(n, i, log)
+                        for n, i in zip(news, inserted, strict=True)
                     ]
         else:
             news = []
@@ -368,9 +373,10 @@ class EnqueueFacade(FacadeBase):
         self, template: NewJob, items: Sequence[Mapping[str, Any]]
     ) -> list[str] | None:
         """The encoded payloads of ``enqueue_many`` without keys, when nothing but the
-        payload differs between its rows (they go to :meth:`Store.enqueue_rows` or
-        :meth:`Store.enqueue_plain` with the template): the task is registered here, its payloads are not typed or encoded at
-        rest, it has no hooks, limit or fair key and the template no workflow. None when
+        payload differs between its rows (they go to :meth:`Store.enqueue_rows` with the
+        template, or as one NewJob each where it cannot take them): the task is registered
+        here, its payloads are not typed or encoded at rest, it has no hooks, limit or fair
+        key and the template no workflow. None when
         that is not so (each item then goes through :meth:`_with_payload`). Each payload is
         checked exactly as there.
 

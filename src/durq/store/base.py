@@ -80,15 +80,6 @@ class Store(Protocol):
         """
         ...
 
-    def enqueue_plain(
-        self, template: NewJob, payloads: Sequence[str], connection: Any = None
-    ) -> list[Inserted]:
-        """:meth:`enqueue` of one job per payload: ``template`` (its own ``payload``
-        unused) with that encoded payload, in order, in one transaction. The rows of a
-        plain ``enqueue_many``; a backend may write them without a :class:`NewJob` each.
-        Raises as :meth:`enqueue`."""
-        ...
-
     def enqueue_rows(
         self, job: NewJob, payloads: Sequence[str], build: Callable[[InsertedRows], T]
     ) -> T:
@@ -658,12 +649,6 @@ class Shortcuts:
 
     def enqueue(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Inserted]:
         raise NotImplementedError
-
-    def enqueue_plain(
-        self, template: NewJob, payloads: Sequence[str], connection: Any = None
-    ) -> list[Inserted]:
-        """:meth:`Store.enqueue_plain` through :meth:`Store.enqueue`: one NewJob a row."""
-        return self.enqueue([template.with_payload(body) for body in payloads], connection)
 
     def claim(
         self, queue: str, tasks: Sequence[str], limit: int, lease: float, worker_id: str

@@ -79,24 +79,6 @@ class JobsMixin(SqliteBase):
             inserted = self._insert(conn, jobs, explicit_ids=True)
             return self._set_extras(conn, jobs, inserted)
 
-    def enqueue_plain(
-        self, template: NewJob, payloads: Sequence[str], connection: Any = None
-    ) -> list[Inserted]:
-        """One job per payload, ``template`` with that payload, in one transaction (see
-        :meth:`durq.store.base.Store.enqueue_plain`). A plain template, outside the caller's
-        connection: no :class:`NewJob` a row; one statement per :data:`ROWS_PER_INSERT`
-        rows that binds the template's values once and each row's id and payload
-        (``queries.insert_payloads``); otherwise one NewJob a row through :meth:`enqueue`.
-
-        Raises:
-            StoreBusy: the write lock could not be had within ``lock_timeout``.
-            StoreError: the database could not be written (nothing was).
-        """
-        if connection is not None or not template.plain or len(payloads) < 2:
-            return self.enqueue([template.with_payload(body) for body in payloads], connection)
-        ids, run_at, now = self._insert_payloads(template, payloads)
-        return [Inserted(job_id, True, run_at, now) for job_id in ids]
-
     def _insert_payloads(
         self, template: NewJob, payloads: Sequence[str]
     ) -> tuple[range, float, float]:
@@ -151,9 +133,9 @@ class JobsMixin(SqliteBase):
         self, job: NewJob, payloads: Sequence[str], build: Callable[[InsertedRows], T]
     ) -> T:
         """One plain job per payload (see :meth:`durq.store.base.Store.enqueue_rows`): ids
-        from ``sqlite_sequence`` under the write lock, the rows written as
-        :meth:`enqueue_plain` writes them (:meth:`_insert_payloads`); ``build`` runs after
-        the commit.
+        from ``sqlite_sequence`` under the write lock, one statement per
+        :data:`ROWS_PER_INSERT` rows that binds the template's values once
+        (:meth:`_insert_payloads`); ``build`` runs after the commit.
 
         Raises:
             ValueError: ``job`` is not plain.
