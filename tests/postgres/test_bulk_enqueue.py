@@ -15,7 +15,7 @@ from psycopg import sql
 import durq
 from durq.store.postgres.connection import NOTIFY_CHANNEL
 from durq.store.postgres.jobs import COPY_FROM, COPY_ROWS
-from durq.store.postgres.queries import RESERVE_IDS, RESERVE_ROWS
+from durq.store.postgres.queries import RESERVE_IDS
 from tests.conftest import PG_URL
 
 
@@ -31,7 +31,7 @@ def plan_nodes(node: dict[str, Any], relation: str = "") -> list[tuple[str, dict
     return found
 
 
-@pytest.mark.parametrize("name", ["RESERVE_IDS", "RESERVE_ROWS"])
+@pytest.mark.parametrize("name", ["RESERVE_IDS"])
 def test_the_id_reservation_looks_the_sequence_up_once(pg_url: str, name: str) -> None:
     """pg_get_serial_sequence (and its cast to regclass) in an InitPlan, computed once per
     reservation, with nextval per id over its result: called per id, the look-up cost 2.3
@@ -39,7 +39,7 @@ def test_the_id_reservation_looks_the_sequence_up_once(pg_url: str, name: str) -
     app = durq.Durq(pg_url)
     _ = app.store  # the schema exists
     app.close()
-    text = {"RESERVE_IDS": RESERVE_IDS, "RESERVE_ROWS": RESERVE_ROWS}[name]
+    text = {"RESERVE_IDS": RESERVE_IDS}[name]
     params = {"at": None, "n": 1000, "channel": "c", "queue": "q"}
     with psycopg.connect(PG_URL, autocommit=True) as conn:
         explain = "EXPLAIN (VERBOSE, FORMAT JSON) " + text.format(s=f'"{schema_of(pg_url)}"')

@@ -266,7 +266,8 @@ class JobsMixin(PostgresBase):
         :data:`COPY_FROM` payloads on one binary COPY whose rows differ only in their id
         and payload, built in one loop; fewer go through :meth:`enqueue`. ``build`` runs
         once the last row is sent, while the server still writes the rows (the client's
-        work on the result and the server's on the rows overlap), before the commit.
+        work on the result and the server's on the rows overlap), before the commit; the
+        queue's wake-up goes after the commit (:meth:`_committed_then_woken`'s rule).
 
         Raises:
             ValueError: ``job`` is not plain.
@@ -275,36 +276,35 @@ class JobsMixin(PostgresBase):
         if not job.plain:
             raise ValueError("enqueue_rows takes a plain job (no key, batch, hooks, ...)")
         if len(payloads) < COPY_FROM:
-            inserted = self.enqueue([
-                NewJob(job.queue, job.task, p, job.priority, job.run_at, job.max_attempts,
-                       None, job.meta, job.delay)
-                for p in payloads
-            ])  # fmt: skip
+            inserted = self.enqueue([job.with_payload(p) for p in payloads])
             if not inserted:
                 return build(InsertedRows([], self.now(), self.now()))
             first_row = inserted[0]
             ids = [i.id for i in inserted]
             return build(InsertedRows(ids, first_row.run_at, first_row.created_at))
-        with self._tx() as conn:
-            n = len(payloads)
-            params = {"at": self._at(), "n": n, "channel": self.channel, "queue": job.queue}
-            row = conn.execute(self._sql["RESERVE_ROWS"], params).fetchone()
-            assert row is not None
-            now, ids = float(row[0]), row[1]
-            encoding = conn.info.encoding
-            head, tail, run_at = _copy_columns(job, now, encoding)
-            start = _row_start(head)
-            with conn.cursor() as cur, cur.copy(self._sql["COPY_JOBS"]) as copy:
-                copy.write(COPY_SIGNATURE)
-                for first in range(0, n, COPY_ROWS):
-                    parts: list[bytes] = []
-                    last = first + COPY_ROWS
-                    for job_id, text in zip(ids[first:last], payloads[first:last], strict=True):
-                        payload = text.encode(encoding)
-                        parts += (start(10, 8, job_id, head, len(payload)), payload, tail)
-                    copy.write(b"".join(parts))
-                copy.write(COPY_TRAILER)  # every row is on its way: build while they land
-                built = build(InsertedRows(ids, run_at, now))
+        with self._tx(transaction=False) as conn:
+            with conn.transaction():
+                n = len(payloads)
+                row = conn.execute(self._sql["RESERVE_IDS"], {"at": self._at(), "n": n}).fetchone()
+                assert row is not None
+                now, ids = float(row[0]), row[1]
+                encoding = conn.info.encoding
+                head, tail, run_at = _copy_columns(job, now, encoding)
+                start = _row_start(head)
+                with conn.cursor() as cur, cur.copy(self._sql["COPY_JOBS"]) as copy:
+                    copy.write(COPY_SIGNATURE)
+                    for first in range(0, n, COPY_ROWS):
+                        parts: list[bytes] = []
+                        last = first + COPY_ROWS
+                        rows = zip(ids[first:last], payloads[first:last], strict=True)
+                        for job_id, text in rows:
+                            payload = text.encode(encoding)
+                            parts += (start(10, 8, job_id, head, len(payload)), payload, tail)
+                        copy.write(b"".join(parts))
+                    copy.write(COPY_TRAILER)  # every row is on its way: build while they land
+                    built = build(InsertedRows(ids, run_at, now))
+            # after the commit, as every enqueue that durq commits (store/postgres/wakes.py)
+            self._wakes.send(conn, (job.queue,))
         return built
 
     # -- running jobs ---------------------------------------------------------------------

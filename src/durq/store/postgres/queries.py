@@ -41,15 +41,6 @@ SELECT {s}.epoch(%(at)s),
              FROM generate_series(1, %(n)s))
 """
 
-# enqueue_rows: RESERVE_IDS and the wake-up of the rows' queue in one round trip (the
-# NOTIFY is sent at the commit, and not at all if the COPY fails).
-RESERVE_ROWS = """
-SELECT {s}.epoch(%(at)s),
-       array(SELECT nextval((SELECT pg_get_serial_sequence('{s}.jobs', 'id')::regclass))
-             FROM generate_series(1, %(n)s)),
-       pg_notify(%(channel)s, %(queue)s)
-"""
-
 COPY_JOBS = """
 COPY {s}.jobs (id, queue, task, payload, priority, run_at, max_attempts, state, created_at,
                meta)
