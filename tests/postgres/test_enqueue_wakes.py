@@ -25,6 +25,7 @@ import pytest
 from psycopg import pq
 
 import durq
+from durq.store.postgres.jobs import COPY_FROM
 from tests.conftest import PG_URL
 from tests.support.procs import ROOT
 
@@ -79,7 +80,7 @@ def traced(pg_url: str) -> Iterator[tuple[str, Any]]:
             conn.execute(f'DROP SCHEMA "{shim}" CASCADE')
 
 
-@pytest.mark.parametrize("how", ["enqueue", "enqueue_many", "keyed", "batch"])
+@pytest.mark.parametrize("how", ["enqueue", "enqueue_many", "bulk", "keyed", "batch"])
 def test_the_jobs_commit_without_a_notify_and_are_woken_after(
     traced: tuple[str, Any], how: str
 ) -> None:
@@ -95,6 +96,8 @@ def test_the_jobs_commit_without_a_notify_and_are_woken_after(
             work.enqueue()
         elif how == "enqueue_many":
             work.enqueue_many([{"n": i} for i in range(3)])
+        elif how == "bulk":  # the binary COPY of Store.enqueue_rows
+            work.enqueue_many([{"n": i} for i in range(COPY_FROM)])
         elif how == "keyed":
             work.options(key="k").enqueue()
         else:
