@@ -278,8 +278,12 @@ class Heartbeat(Service):
         w = self.worker
         hit("heartbeat")
         w.app.store.verify()
+        # claimed ahead, not started: kept alive the same way. The prefetch is read first:
+        # a job only ever moves from it to the slots, so one that starts between the two
+        # reads is in the second; read the other way round it was in neither, and that
+        # beat left its lease alone
+        ahead = w.prefetch.leases()
         leases = w.inflight.leases()
-        ahead = w.prefetch.leases()  # claimed ahead, not started: kept alive the same way
         lost = set(w.app.store.extend_leases(leases + ahead, w.lease))
         if ahead and lost:
             dropped = w.prefetch.remove(lambda job: (job.id, job.lease_token) not in lost)
