@@ -209,9 +209,12 @@ def test_large_files_are_parked_and_confirm_races_cancel(world: World) -> None:
         world.say(400 + n, f"{BASE}/big/b{n}")
     wait_for(lambda: sum(j.state == "parked" for j in world.jobs().values()) == 6, 30)
     parked = {j.payload["chat_id"]: j.id for j in world.jobs().values() if j.state == "parked"}
-    for chat in parked:
+
+    def asked(chat: int) -> bool:  # the job parks its download, then edits the status
         [status] = world.status_texts(chat)
-        assert "80 MB. Download it?" in status[-1]
+        return "80 MB. Download it?" in status[-1]
+
+    wait_for(lambda: all(asked(chat) for chat in parked), 30, what="the six questions")
     assert world.calls("download") == []
     presses = [{"callback_query": {"id": f"{a}{j}", "data": f"{a}:{j}"}}
                for j in parked.values() for a in ("confirm", "cancel")]  # fmt: skip

@@ -88,6 +88,10 @@ def test_cancel_replay_cancel_replay_runs_one_body_after_the_old_one(
         other.retry(job.id)
         wait_for(lambda: token_of(other, job.id) not in (None, first, second), 10, 0.002, "claim 3")
         third = token_of(other, job.id)
+        # the worker holds claim 3 once its claimer has put it in the prefetch, a moment
+        # after the commit the operator saw: a body returning before that starts claim 2
+        # (the worker cannot yet know it was revoked; its outcome is fenced off)
+        wait_for(lambda: (job.id, third) in w.prefetch.leases(), 10, 0.002, "claim 3 held")
         # both later claims wait (unless the 0.25 s check dropped the cancelled one first)
         waiting = len(w.prefetch)
         assert waiting in (1, 2), waiting
