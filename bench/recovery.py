@@ -81,6 +81,19 @@ def _measure(d: Path, url: str) -> Figures:
         "returned_after": returned - killed,
         "restarted_after": restarted - killed,
         "by_lease": sum(1 for j in taken for e in j.errors if e.type == "LeaseExpired"),
+        # whose leases lapsed, and when they were claimed, relative to the kill (seconds)
+        "lapsed": [
+            {
+                "job": j.id,
+                "worker": e.worker_id,
+                "victim": (e.worker_id or "").startswith(prefix),
+                "claimed": (e.started_at or 0.0) - killed,
+                "reaped": e.at - killed,
+            }
+            for j in taken
+            for e in j.errors
+            if e.type == "LeaseExpired"
+        ],
     }
 
 
