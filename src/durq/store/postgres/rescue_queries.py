@@ -34,6 +34,15 @@ ORDER BY id
 FOR UPDATE
 """
 
+# Workers forgotten by an earlier rescue that hold running jobs again: a statement a dead
+# process sent before it died (a claim) can still commit after the rescue's snapshot, and
+# its jobs would then wait for their leases (see ``RescuingMixin.rescue``).
+LATE_HOLDERS = """
+SELECT DISTINCT worker_id FROM {s}.jobs
+WHERE state = 'running' AND worker_id = ANY(%(ids)s::text[])
+  AND NOT EXISTS (SELECT 1 FROM {s}.workers AS w WHERE w.id = worker_id)
+"""
+
 # The same effect as a lease expiry (REAP); see the SQLite statement.
 RESCUE_JOBS = """
 UPDATE {s}.jobs
