@@ -67,17 +67,27 @@ class _EventMessage:
 #: (time, level, event, fields) -> None: where events go instead of a LogRecord when the
 #: process's log set-up owns the ``durq`` logger (``durq worker``: durq.observability.logs).
 Sink = Callable[[float, int, str, dict[str, Any]], None]
+#: (time, job id, queue, task, attempt, worker id, duration) -> None: the sink's own path
+#: for the one line every job writes at INFO (:func:`emit_succeeded`).
+SucceededSink = Callable[[float, int, str, str, int, str, float], None]
 _sink: Sink | None = None
 _flush: Callable[[], None] | None = None
+_succeeded: SucceededSink | None = None
 
 
-def set_sink(sink: Sink | None, flush: Callable[[], None] | None = None) -> None:
+def set_sink(
+    sink: Sink | None,
+    flush: Callable[[], None] | None = None,
+    succeeded: SucceededSink | None = None,
+) -> None:
     """Hand events straight to ``sink`` (None: back to the ``durq.events`` logger), and
-    :func:`flush` to ``flush``. Only a set-up that is the logger's one handler may do this:
-    records then skip Python's logging machinery (about 5 µs an event), which is what makes
-    per-job events cheap."""
-    global _sink, _flush
+    :func:`flush` to ``flush``, and the ``job_succeeded`` lines of :func:`emit_succeeded`
+    to ``succeeded`` (None: through ``sink``). Only a set-up that is the logger's one
+    handler may do this: records then skip Python's logging machinery (about 5 µs an
+    event), which is what makes per-job events cheap."""
+    global _sink, _flush, _succeeded
     _sink, _flush = sink, flush
+    _succeeded = succeeded if sink is not None else None
 
 
 def flush() -> None:
@@ -104,6 +114,39 @@ def emit_fields(event: str, level: int, fields: dict[str, Any]) -> None:
     logger.log(
         level, _EventMessage(event, fields), extra={"durq_event": event, "durq_fields": fields}
     )
+
+
+def emit_succeeded(
+    job_id: int, queue: str, task: str, attempt: int, worker_id: str, duration: float
+) -> None:
+    """The worker's ``job_succeeded`` line (INFO), with the fields ``id``, ``queue``,
+    ``task``, ``attempt``, ``worker_id`` and ``duration`` (seconds), in that order. The
+    caller has checked :func:`enabled`. Every job writes one, so a sink that takes them
+    whole (``set_sink(..., succeeded=)``) gets the values without a dict; elsewhere it is
+    :func:`emit_fields` of the same fields."""
+    fast = _succeeded
+    if fast is not None:
+        fast(time.time(), job_id, queue, task, attempt, worker_id, duration)
+        return
+    emit_fields(
+        JOB_SUCCEEDED,
+        logging.INFO,
+        succeeded_fields(job_id, queue, task, attempt, worker_id, duration),
+    )
+
+
+def succeeded_fields(
+    job_id: int, queue: str, task: str, attempt: int, worker_id: str, duration: float
+) -> dict[str, Any]:
+    """The fields of a ``job_succeeded`` line, in their order."""
+    return {
+        "id": job_id,
+        "queue": queue,
+        "task": task,
+        "attempt": attempt,
+        "worker_id": worker_id,
+        "duration": duration,
+    }
 
 
 class JsonLinesFormatter(logging.Formatter):

@@ -138,6 +138,47 @@ def json_event(ts: float, level: int, event: str, fields: dict[str, Any]) -> str
     return template % tuple(values)
 
 
+#: (queue, task, worker id) -> the ``job_succeeded`` line as a ``%`` template, those three
+#: values encoded in it: what :func:`json_event` writes for the event, made once per task.
+_succeeded_templates: dict[tuple[str, str, str], str] = {}
+
+
+def json_succeeded(
+    ts: float, job_id: int, queue: str, task: str, attempt: int, worker_id: str, duration: float
+) -> str:
+    """The ``job_succeeded`` line of :func:`json_event`, the same to the byte, from its
+    values (``durq.observability.events.emit_succeeded``): the template holds the queue,
+    task and worker id already encoded, so a line is one ``%`` of seven values (under
+    callgrind about half of what the general line costs; docs/features/observability.md)."""
+    key = (queue, task, worker_id)
+    template = _succeeded_templates.get(key)
+    if template is None:
+        template = _succeeded_template(key)
+    whole = int(ts)
+    if _second[0] != whole:
+        _second[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+        _second[0] = whole
+    micros = f"{int((ts - whole) * 1_000_000):06d}"
+    return template % (_second[1], micros, whole, micros, job_id, attempt, duration)
+
+
+def _succeeded_template(key: tuple[str, str, str]) -> str:
+    queue, task, worker_id = key
+
+    def fixed(value: str) -> str:
+        return str(_str(value)).replace("%", "%%")
+
+    made = (
+        '{"time": "%s.%s+00:00", "event": ' + fixed(events.JOB_SUCCEEDED)
+        + ', "ts": %s.%s, "level": "info", "id": %s, "queue": ' + fixed(queue)
+        + ', "task": ' + fixed(task) + ', "attempt": %s, "worker_id": ' + fixed(worker_id)
+        + ', "duration": %s}'
+    )  # fmt: skip
+    if len(_succeeded_templates) < TEMPLATES_KEPT:
+        _succeeded_templates[key] = made
+    return made
+
+
 SHOWN_FIRST = frozenset({"id", "task", "duration"})
 HIDDEN = frozenset({"traceback", "queue", "max_attempts"})
 
@@ -174,6 +215,7 @@ def text_event(ts: float, level: int, event: str, fields: dict[str, Any]) -> str
 
 
 EventFormat = Callable[[float, int, str, dict[str, Any]], str]
+SucceededFormat = Callable[[float, int, str, str, int, str, float], str]
 
 
 class EventFormatter(logging.Formatter):
@@ -195,6 +237,18 @@ class EventFormatter(logging.Formatter):
         return self.fmt_event(record.created, record.levelno, event, fields)
 
 
+def _succeeded_via(fmt_event: EventFormat) -> SucceededFormat:
+    """A ``job_succeeded`` formatter for any event formatter: the fields as a dict."""
+
+    def fmt(
+        ts: float, job_id: int, queue: str, task: str, attempt: int, worker_id: str, d: float
+    ) -> str:
+        fields = events.succeeded_fields(job_id, queue, task, attempt, worker_id, d)
+        return fmt_event(ts, logging.INFO, events.JOB_SUCCEEDED, fields)
+
+    return fmt
+
+
 class BufferedHandler(logging.Handler):
     """Writes lines to ``stream`` in chunks: when the claimer flushes after a batch, every
     :data:`FLUSH_INTERVAL` seconds (a daemon thread), when :data:`FLUSH_ENTRIES` wait, for
@@ -205,12 +259,17 @@ class BufferedHandler(logging.Handler):
     appends a tuple; formatting happens when the buffer is written, off the hot path.
     """
 
-    def __init__(self, stream: TextIO, fmt_event: EventFormat) -> None:
+    def __init__(
+        self, stream: TextIO, fmt_event: EventFormat, fmt_succeeded: SucceededFormat | None = None
+    ) -> None:
         super().__init__()
         self.stream = stream
         self.fmt_event = fmt_event
+        self.fmt_succeeded = fmt_succeeded or _succeeded_via(fmt_event)
         self.setFormatter(EventFormatter(fmt_event))
-        self._pending: deque[tuple[float, int, str, dict[str, Any]] | str] = deque()
+        # a formatted line, an event (time, level, event, fields), or a job_succeeded line's
+        # seven values (put_succeeded)
+        self._pending: deque[tuple[Any, ...] | str] = deque()
         # re-entrant: a signal handler on the main thread (the worker's SIGTERM) emits an
         # event, and so flushes, while that thread may be inside flush already
         self._write_lock = threading.RLock()
@@ -222,6 +281,22 @@ class BufferedHandler(logging.Handler):
     def put(self, ts: float, level: int, event: str, fields: dict[str, Any]) -> None:
         self._pending.append((ts, level, event, fields))
         if event not in BATCHED or level >= logging.WARNING or len(self._pending) >= FLUSH_ENTRIES:
+            self.flush()
+
+    def put_succeeded(
+        self,
+        ts: float,
+        job_id: int,
+        queue: str,
+        task: str,
+        attempt: int,
+        worker_id: str,
+        duration: float,
+    ) -> None:
+        """The ``job_succeeded`` line's values (``events.emit_succeeded``), buffered like
+        :meth:`put`'s batched events."""
+        self._pending.append((ts, job_id, queue, task, attempt, worker_id, duration))
+        if len(self._pending) >= FLUSH_ENTRIES:
             self.flush()
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -243,9 +318,13 @@ class BufferedHandler(logging.Handler):
                     lines.append(item)
                     continue
                 try:
-                    lines.append(self.fmt_event(*item))
+                    if len(item) == 7:  # put_succeeded
+                        lines.append(self.fmt_succeeded(*item))
+                    else:
+                        lines.append(self.fmt_event(*item))
                 except Exception:  # noqa: BLE001 - one bad field must not stop the log
-                    lines.append(json.dumps({"event": item[2], "error": "unformattable"}))
+                    event = events.JOB_SUCCEEDED if len(item) == 7 else item[2]
+                    lines.append(json.dumps({"event": event, "error": "unformattable"}))
             if not lines:
                 return
             try:
@@ -279,7 +358,10 @@ def configure(
         fmt = "text" if getattr(out, "isatty", lambda: False)() else "json"
     if fmt not in ("text", "json"):
         raise ValueError(f"log format must be text or json, not {fmt!r}")
-    handler = BufferedHandler(out, text_event if fmt == "text" else json_event)
+    if fmt == "text":
+        handler = BufferedHandler(out, text_event)
+    else:
+        handler = BufferedHandler(out, json_event, json_succeeded)
     handler._durq_json = True  # type: ignore[attr-defined]
     for name in ("durq", *FOREIGN):
         lg = logging.getLogger(name)
@@ -294,7 +376,10 @@ def configure(
     only_ours = not logging.getLogger("durq.events").handlers and not any(
         getattr(h, "_durq_json", False) is False for h in root.handlers
     )
-    events.set_sink(handler.put if only_ours else None, handler.flush if only_ours else None)
+    if only_ours:
+        events.set_sink(handler.put, handler.flush, handler.put_succeeded)
+    else:
+        events.set_sink(None)
     for name in FOREIGN:
         lg = logging.getLogger(name)
         lg.addHandler(handler)
