@@ -206,9 +206,14 @@ def test_sigterm_gives_jobs_back_without_charging_until_the_third_time(
 def test_second_signal_exits_at_once(tmp_path: Path, url: str) -> None:
     app = durq.Durq(url)
     app.enqueue("long", {"seconds": 30})
-    proc = WorkerProc("tests.apps.basic:dq", url, tmp_path / "w.log", ["--grace", "30"])
+    runs = tmp_path / "runs.txt"
+    proc = WorkerProc(
+        "tests.apps.basic:dq", url, tmp_path / "w.log", ["--grace", "30"], {"RUNS_FILE": str(runs)}
+    )
     try:
-        wait_for(lambda: len(app.jobs(state="running")) == 1, 15, what="a running job")
+        # the body has started: a job the database shows running may still wait in the
+        # worker's prefetch, and a SIGTERM then gives it back and exits at once, rightly
+        wait_for(lambda: runs.exists() and "start" in runs.read_text(), 15, what="the body")
         proc.signal(signal.SIGTERM)
         time.sleep(0.3)
         assert proc.proc.poll() is None  # still in its grace period
