@@ -57,6 +57,32 @@ def test_a_read_verb_on_a_missing_database_says_what_creates_it(tmp_path: Path) 
     assert not (tmp_path / "jobs.db").exists()
 
 
+def test_three_slashes_to_an_absolute_path_say_it_takes_four(tmp_path: Path) -> None:
+    """sqlite:///tmp/x.db is the relative tmp/x.db: the error named 'tmp/x.db' and nothing
+    more, so a user who meant /tmp/x.db had no clue (found by the new-user pass)."""
+    dq = durq.Durq(f"sqlite:///{tmp_path / 'jobs.db'}")
+    _ = dq.store  # the absolute file exists
+    dq.close()
+    relative = str(tmp_path / "jobs.db").lstrip("/")
+    out = durq_cli("status", "--db", f"sqlite:///{relative}", cwd=ROOT)
+    assert out.returncode == 1
+    assert f"no database at {ROOT / relative}" in out.stderr  # where it looked, absolute
+    assert f"sqlite:////{relative}" in out.stderr  # and how to name the one that exists
+
+
+def test_a_payload_key_given_twice_is_refused(tmp_path: Path) -> None:
+    """--payload '{"url": "a"}' url=b stored {"url": "b"} without a word."""
+    db = f"sqlite:///{tmp_path / 'jobs.db'}"
+    both = durq_cli("enqueue", "fetch", "--payload", '{"url": "a"}', "url=b", "--db", db, cwd=ROOT)
+    assert both.returncode == 2
+    assert "'url' is given in --payload and as key=value" in both.stderr
+    twice = durq_cli("enqueue", "fetch", "url=a", "url=b", "--db", db, cwd=ROOT)
+    assert twice.returncode == 2 and "'url' is given twice" in twice.stderr
+    dq = durq.Durq(db)
+    assert dq.jobs() == []  # nothing was stored
+    dq.close()
+
+
 def durq_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "durq", *args], capture_output=True, text=True, timeout=60, cwd=cwd

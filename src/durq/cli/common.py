@@ -79,10 +79,15 @@ def open_existing(url: str) -> Durq:
     if "://" not in url or url.startswith("sqlite:"):
         path = parse_url(url).path
         if not Path(path).exists():
+            where = str(Path(path).absolute())
+            hint = ""
+            if not Path(path).is_absolute() and Path("/" + path).exists():
+                # sqlite:///tmp/x.db is tmp/x.db here; sqlite:////tmp/x.db is /tmp/x.db
+                hint = f"; /{path} exists: an absolute path takes four slashes, sqlite:////{path}"
             fail(
-                f"no database at {path}: nothing has created it yet (the first enqueue, "
+                f"no database at {where}: nothing has created it yet (the first enqueue, "
                 f"a worker or `durq migrate` does), or it lives elsewhere (give --db or "
-                f"set DURQ_URL)"
+                f"set DURQ_URL){hint}"
             )
     return closed_at_exit(Durq(url, migrate=False, codec=Encrypted.from_env()))  # $DURQ_KEYS
 

@@ -282,10 +282,15 @@ def enqueue(
     else:
         app = closed_at_exit(Durq(db or DEFAULT_URL))
     known = app.tasks.get(task)
+    given: set[str] = set()
     for arg in args:
         name, sep, raw = arg.partition("=")
         if not sep or not name:
             fail(f"expected key=value, got {arg!r}", EXIT_USAGE)
+        if name in body or name in given:  # one value per key: none silently wins
+            where = "twice" if name in given else "in --payload and as key=value"
+            fail(f"the payload key {name!r} is given {where}", EXIT_USAGE)
+        given.add(name)
         try:
             if known is not None and name in known.typed.types:  # by the annotation
                 body[name] = known.typed.from_text(name, raw)
