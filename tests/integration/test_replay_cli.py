@@ -71,3 +71,28 @@ def test_durq_retry_by_id_and_by_state(url: str) -> None:
     usage = run("retry", "1", "--state", "failed", "--db", url)
     assert usage.returncode == 2 and "not both" in usage.stderr
     app.close()
+
+
+def test_jobs_show_tells_the_runs_of_a_replayed_job_apart(url: str) -> None:
+    """Each replay starts the attempts from 1 again: `jobs show` listed five entries all
+    called "attempt 1" after two replays (found by the new-user pass)."""
+    app = durq.Durq(url)
+    [job_id] = failed_jobs(app, "a", "default", 1)
+    for _ in range(2):
+        assert run("retry", str(job_id), "--db", url).returncode == 0
+        failed_jobs(app, "a", "default", 0)  # the worker fails it again
+    shown = run("jobs", "show", str(job_id), "--db", url)
+    assert shown.returncode == 0, shown.stderr
+    labels = [
+        line.strip().split(":")[0].split(" 20")[0]
+        for line in shown.stdout.splitlines()
+        if line.startswith("  attempt") or line.startswith("  run ") or "replayed" in line
+    ]
+    assert labels[0] == "attempt 1" and labels[2] == "run 2, attempt 1", shown.stdout
+    assert labels[4] == "run 3, attempt 1", shown.stdout
+    rows = json.loads(run("jobs", "show", str(job_id), "--db", url, "--json").stdout)["attempts"]
+    assert [(r["run"], r["label"]) for r in rows] == [
+        (1, "attempt 1"), (1, "replayed"), (2, "run 2, attempt 1"), (2, "replayed"),
+        (3, "run 3, attempt 1"),
+    ]  # fmt: skip
+    app.close()

@@ -263,7 +263,7 @@ def job_detail(job: Job) -> None:
             )
             console.print(line, highlight=False, markup=False)
             continue
-        line = f"  attempt {a['attempt']}: {started} -> {ended} on {a['worker_id'] or '-'} [{a['outcome']}]"
+        line = f"  {a['label']}: {started} -> {ended} on {a['worker_id'] or '-'} [{a['outcome']}]"
         console.print(
             plain(line + (f" {a['error']}" if a["error"] else "")), highlight=False, markup=False
         )

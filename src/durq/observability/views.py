@@ -140,7 +140,9 @@ def attempts(job: Job) -> list[dict[str, Any]]:
     A failed attempt is its error-history entry (its start and worker were written with it;
     entries from before they were have None there); the attempt that succeeded or is
     running now comes from the row. A re-queued job (``durq retry``) counts its attempts
-    from 1 again, so numbers can repeat: the list stays in the order they ran.
+    from 1 again, so numbers repeat: the list stays in the order they ran, ``run`` counts
+    the replays before a row (1 before any), and the label of an attempt after one reads
+    ``run R, attempt N``; the replay's own entry is labelled ``replayed``.
 
     Rows that are no attempt: a child that ended without running (label ``cancelled``,
     error ``parent job N (task) ended failed``, from the ``parent_failed`` entry; label
@@ -150,10 +152,12 @@ def attempts(job: Job) -> list[dict[str, Any]]:
     :data:`durq.model.jobs.HISTORY_KEPT`).
     """
     rows: list[dict[str, Any]] = []
+    run = 1  # a replay starts a new run, whose attempts count from 1 again
     for e in job.errors:
         row = {
             "attempt": e.attempt,
-            "label": f"attempt {e.attempt}",
+            "label": _label(run, e.attempt),
+            "run": run,
             "started_at": e.started_at,
             "ended_at": e.at,
             "worker_id": e.worker_id,
@@ -165,19 +169,23 @@ def attempts(job: Job) -> list[dict[str, Any]]:
             found = _PARENT_FAILED.match(e.message)
             error = e.message if found is None else found.group(0).rstrip("; ")
             row.update(attempt=None, label=NOT_RUN_LABELS[e.kind], error=error)
+        elif e.kind == REPLAYED_KIND:
+            row["label"] = "replayed"  # an operator's action, not an attempt of its own
+            run += 1
         rows.append(row)
     dropped = job.errors_dropped
     if dropped and rows:
         note = f"{dropped} earlier attempt{'s' if dropped != 1 else ''} not kept"
         rows.insert(1, {
-            "attempt": None, "label": note, "started_at": None, "ended_at": None,
+            "attempt": None, "label": note, "run": 1, "started_at": None, "ended_at": None,
             "worker_id": None, "outcome": HISTORY_TRIMMED_KIND, "error": note, "traceback": "",
         })  # fmt: skip
     if job.state in ("running", "succeeded") and job.attempts:
         rows.append(
             {
                 "attempt": job.attempts,
-                "label": f"attempt {job.attempts}",
+                "label": _label(run, job.attempts),
+                "run": run,
                 "started_at": job.started_at,
                 "ended_at": job.finished_at if job.state == "succeeded" else None,
                 "worker_id": job.worker_id,
@@ -187,6 +195,14 @@ def attempts(job: Job) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+REPLAYED_KIND = "replayed"
+
+
+def _label(run: int, attempt: int) -> str:
+    """``attempt N``, and ``run R, attempt N`` after a replay (numbers repeat then)."""
+    return f"attempt {attempt}" if run == 1 else f"run {run}, attempt {attempt}"
 
 
 #: Parents or children a job's page lists one by one; the rest are counted by state.
