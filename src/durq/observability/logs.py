@@ -147,19 +147,18 @@ def json_succeeded(
     ts: float, job_id: int, queue: str, task: str, attempt: int, worker_id: str, duration: float
 ) -> str:
     """The ``job_succeeded`` line of :func:`json_event`, the same to the byte, from its
-    values (``durq.observability.events.emit_succeeded``): the template holds the queue,
-    task and worker id already encoded, so a line is one ``%`` of seven values (under
-    callgrind about half of what the general line costs; docs/features/observability.md)."""
+    values (``durq.observability.events.emit_succeeded``): ``ts`` epoch seconds, the job's
+    id, queue, task and attempt, the worker's id, ``duration`` seconds. The template holds
+    the queue, task and worker id already encoded, so a line is one ``%`` of seven values
+    (in instructions about half of the general line; docs/features/observability.md).
+    Raises nothing for ``str``, ``int`` and ``float`` values of those types."""
     key = (queue, task, worker_id)
     template = _succeeded_templates.get(key)
     if template is None:
         template = _succeeded_template(key)
     whole = int(ts)
-    if _second[0] != whole:
-        _second[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
-        _second[0] = whole
     micros = f"{int((ts - whole) * 1_000_000):06d}"
-    return template % (_second[1], micros, whole, micros, job_id, attempt, duration)
+    return template % (_seconds(whole), micros, whole, micros, job_id, attempt, duration)
 
 
 def _succeeded_template(key: tuple[str, str, str]) -> str:

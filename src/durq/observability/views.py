@@ -107,6 +107,8 @@ def why(store: Store, record: JobRecord) -> Why:
 #: History entries that are no failure: an operator's action (a replay, a cancel of a
 #: running job) or an attempt handed back without spending it (a snooze).
 INFO_KINDS = frozenset({"replayed", "cancelled", "snoozed", HISTORY_TRIMMED_KIND})
+#: The entry a replay appends (``dq.retry``): it starts a new run of the job.
+REPLAYED_KIND = "replayed"
 #: Attempts that ended for a reason outside the body: its worker died or lost the lease (a
 #: rescue, the reaper), was stopped (a shutdown past the free requeues), the deadline
 #: passed, a parent failed.
@@ -170,7 +172,7 @@ def attempts(job: Job) -> list[dict[str, Any]]:
             error = e.message if found is None else found.group(0).rstrip("; ")
             row.update(attempt=None, label=NOT_RUN_LABELS[e.kind], error=error)
         elif e.kind == REPLAYED_KIND:
-            row["label"] = "replayed"  # an operator's action, not an attempt of its own
+            row["label"] = REPLAYED_KIND  # an operator's action, not an attempt of its own
             run += 1
         rows.append(row)
     dropped = job.errors_dropped
@@ -195,9 +197,6 @@ def attempts(job: Job) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-REPLAYED_KIND = "replayed"
 
 
 def _label(run: int, attempt: int) -> str:

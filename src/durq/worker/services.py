@@ -30,6 +30,8 @@ from durq.worker.stopping import stop
 if TYPE_CHECKING:
     from durq.store.base import Store
     from durq.worker.host import WorkerHost
+    from durq.worker.prefetch import Prefetch
+    from durq.worker.state import InFlight
 
 log = logging.getLogger("durq.worker")
 
@@ -250,6 +252,18 @@ class Claimer(Service):
         w.give_back(w.prefetch.take_excess(self.check_after))
 
 
+def held_leases(
+    prefetch: Prefetch, inflight: InFlight
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(job id, lease token) of every job the worker holds: those claimed ahead, then those
+    in its slots, for the heartbeat to extend. The prefetch is read first: a job only ever
+    moves from it to the slots, so one that starts between the two reads is in the second
+    (and may be in both; extending a lease twice is harmless). Read the other way round,
+    it was in neither, and that beat left its lease alone."""
+    ahead = prefetch.leases()
+    return ahead, inflight.leases()
+
+
 class Heartbeat(Service):
     """Extends the leases of running jobs every ``heartbeat_interval`` (lease/3) and marks
     the worker alive. A lease that could not be extended was taken over: the task's
@@ -278,12 +292,7 @@ class Heartbeat(Service):
         w = self.worker
         hit("heartbeat")
         w.app.store.verify()
-        # claimed ahead, not started: kept alive the same way. The prefetch is read first:
-        # a job only ever moves from it to the slots, so one that starts between the two
-        # reads is in the second; read the other way round it was in neither, and that
-        # beat left its lease alone
-        ahead = w.prefetch.leases()
-        leases = w.inflight.leases()
+        ahead, leases = held_leases(w.prefetch, w.inflight)
         lost = set(w.app.store.extend_leases(leases + ahead, w.lease))
         if ahead and lost:
             dropped = w.prefetch.remove(lambda job: (job.id, job.lease_token) not in lost)
