@@ -481,3 +481,32 @@ def test_job_page_shows_entries_not_kept_and_a_cancelled_child_not_as_attempts(
     assert '<tr data-attempt=""' in page and '<td class="n">cancelled</td>' in page
     assert f"parent job {job.id} (flaky) ended failed</td>" in page
     assert '<td class="n">0</td>' not in page
+
+
+def test_job_page_tells_the_runs_of_a_replayed_job_apart(
+    dq: durq.Durq, client: Callable[..., Client]
+) -> None:
+    """Each replay counts attempts from 1 again: the attempts column showed "1" on every
+    row after two replays (the CLI's ``jobs show`` already said "run 2, attempt 1")."""
+
+    @dq.task(max_attempts=1)
+    def doomed() -> None:
+        raise ValueError("no")
+
+    job = doomed.enqueue()
+    for replay in range(3):
+        (c,) = dq.store.claim("default", ["doomed"], 1, 30.0, "w1")
+        error = AttemptError(c.attempt, 0.0, "ValueError", f"no {replay}", "tb", "permanent")
+        dq.store.finish([Outcome(c.id, c.lease_token, "failed", error=error)])
+        if replay < 2:
+            dq.retry(job.id)
+    page = client(dq).get(f"/jobs/{job.id}").text
+    cells = re.findall(
+        r'<tr data-attempt="[^"]*" data-run="(\d+)"[^>]*>\s*<td class="n">([^<]*)</td>', page
+    )
+    assert cells == [
+        ("1", "1"), ("1", "replayed"), ("2", "run 2, attempt 1"), ("2", "replayed"),
+        ("3", "run 3, attempt 1"),
+    ], cells  # fmt: skip
+    headings = re.findall(r"<h3>([^<·]*) ·", page)  # the traceback sections
+    assert [h.strip() for h in headings] == ["attempt 1", "run 2, attempt 1", "run 3, attempt 1"]
