@@ -149,11 +149,17 @@ class Durq(
         if self._store is None:
             with self._open_lock:
                 if self._store is None:
+                    self.url = self._resolve_url()
                     store = open_store(self.url, clock=self.clock, auto_migrate=self.auto_migrate)
                     store.codec = self.codec  # the store passes results down a chain
                     store.payload_limit = self.payload_limit  # ... within this limit
                     self._store = store
         return self._store
+
+    def _resolve_url(self) -> str:
+        """The URL the store opens, read as it opens (:attr:`url`; an app whose database
+        follows a framework's settings reads them here: durq.contrib.django)."""
+        return self.url
 
     def close(self) -> None:
         """Close the database connections (reopened on next use)."""

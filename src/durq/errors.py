@@ -31,7 +31,8 @@ class StoreError(DurqError):
 
 
 class StoreBusy(StoreError):
-    """The database stayed locked by another process for longer than the lock timeout."""
+    """The database stayed locked by another connection (another process, or an open
+    transaction of this one) for longer than the lock timeout."""
 
 
 class StoreUnavailable(StoreError):

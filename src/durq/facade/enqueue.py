@@ -43,6 +43,7 @@ from durq.payload import (
     encode,
     encode_payload,
 )
+from durq.store import Store, check_outbox
 from durq.task import NO_OPTIONS, EnqueueOptions, Task
 
 if TYPE_CHECKING:
@@ -169,7 +170,7 @@ class EnqueueFacade(FacadeBase):
         task: Task[Any, Any] | None,
     ) -> Job:
         new = self._with_payload(self._template(task_name, opts, task), payload, opts.key)
-        (inserted,) = self.store.enqueue([new], connection=opts.connection)
+        (inserted,) = self._store_for(opts.connection).enqueue([new], connection=opts.connection)
         job = self._job_after_insert(new, inserted, events.enabled())
         if self.eager and opts.connection is None:
             self._run_eagerly()
@@ -231,7 +232,9 @@ class EnqueueFacade(FacadeBase):
                                     task=template.task, run_at=job.run_at)  # fmt: skip
             else:  # the caller's connection, a batch, parked / deadline columns
                 news = [template.with_payload(body) for body in bodies]
-                inserted = self.store.enqueue(news, connection=opts.connection)
+                inserted = self._store_for(opts.connection).enqueue(
+                    news, connection=opts.connection
+                )
                 if not log and not template.has_extras:
                     jobs = self._plain_jobs(template, bodies, inserted)
                 else:
@@ -250,13 +253,26 @@ class EnqueueFacade(FacadeBase):
                     _raise_for_item(exc, i, len(items))
             if not news:
                 return []
-            inserted = self.store.enqueue(news, connection=opts.connection)
+            inserted = self._store_for(opts.connection).enqueue(news, connection=opts.connection)
             jobs = [self._job_after_insert(n, i, log) for n, i in zip(news, inserted, strict=True)]
         if self.eager and opts.connection is None:
             self._run_eagerly()
             for job in jobs:
                 job.refresh()
         return jobs
+
+    def _store_for(self, connection: Any) -> Store:
+        """The store, for an enqueue on ``connection`` (the caller's transaction; None for
+        durq's own). Before the store's first opening on an outbox enqueue, the caller's
+        connection is checked (:func:`durq.store.check_outbox`): opening a new SQLite file
+        would wait for the write lock that transaction holds.
+
+        Raises:
+            ConfigError: see :func:`durq.store.check_outbox`.
+        """
+        if connection is not None and self._store is None:
+            check_outbox(self._resolve_url(), connection)
+        return self.store
 
     def _run_eagerly(self) -> None:
         """Eager mode: run what is due now, unless a drain in this thread already runs

@@ -93,7 +93,7 @@ class WorkflowsFacade(FacadeBase):
         if not news:
             return []
         connection = signatures[0].opts.connection
-        inserted = self.store.enqueue(news, connection=connection)
+        inserted = self._store_for(connection).enqueue(news, connection=connection)
         log = events.enabled()
         return [self._job_after_insert(n, i, log) for n, i in zip(news, inserted, strict=True)]
 

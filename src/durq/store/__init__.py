@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from durq.errors import ConfigError
 from durq.model import Inserted, NewJob, StatusData, WorkerInfo
 from durq.store.base import Store
 
-__all__ = ["Inserted", "NewJob", "StatusData", "Store", "WorkerInfo", "describe_url", "open_store"]
+__all__ = [
+    "Inserted", "NewJob", "StatusData", "Store", "WorkerInfo", "check_outbox", "describe_url",
+    "open_store",
+]  # fmt: skip
 
 
 def describe_url(url: str) -> str:
@@ -70,3 +74,34 @@ def open_store(
     from durq.store.sqlite.store import SqliteStore
 
     return SqliteStore(url, clock=clock, auto_migrate=auto_migrate)
+
+
+def check_outbox(url: str, connection: Any) -> None:
+    """Before the store of ``url`` is first opened for an enqueue on ``connection`` (the
+    caller's own transaction, the outbox): on SQLite, refuse at once a connection on
+    another file, or a file without durq's current schema, which opening the store would
+    have to create under the write lock that the caller's transaction holds (it waited
+    ``lock_timeout`` and failed as busy). Nothing on PostgreSQL, where creating the schema
+    takes no lock the caller's transaction holds.
+
+    Raises:
+        ConfigError: the connection is on another file, or the file has no current durq
+            schema yet (the message says how to create it).
+        StoreError: the connection cannot be read.
+    """
+    if url.startswith(("postgres://", "postgresql://")):
+        return
+    import sqlite3
+
+    if not isinstance(connection, sqlite3.Connection):
+        return  # the store's enqueue refuses it, naming the file
+    from durq.store.sqlite.connection import parse_url, translate
+    from durq.store.sqlite.outbox import outbox_problem
+
+    opts = parse_url(url)
+    try:
+        problem = outbox_problem(connection, opts, schema=True)
+    except sqlite3.Error as exc:
+        raise translate(exc, opts.path) from exc
+    if problem is not None:
+        raise ConfigError(problem)

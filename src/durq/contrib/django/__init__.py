@@ -34,7 +34,6 @@ from urllib.parse import quote
 from durq.app import Durq
 from durq.errors import ConfigError
 from durq.job import Job
-from durq.store import Store
 from durq.task import BoundTask, Task
 
 _app: DjangoDurq | None = None
@@ -96,11 +95,8 @@ class DjangoDurq(Durq):
         super().__init__(url or "sqlite:///durq-django-unset.db", **options)
         self.follows_django = url is None
 
-    @property
-    def store(self) -> Store:
-        if self._store is None and self.follows_django:
-            self.url = database_url()
-        return Durq.store.fget(self)  # type: ignore[attr-defined,no-any-return]
+    def _resolve_url(self) -> str:
+        return database_url() if self.follows_django else self.url
 
     def on_djangos_database(self) -> bool:
         """Whether durq's tables are in the Django database (so the outbox can work)."""

@@ -127,7 +127,10 @@ def translate(exc: sqlite3.Error, path: str) -> StoreError:
     if "unable to open" in low:
         return StoreError(f"cannot open {path}: {_unopenable(path)}{text}")
     if is_busy(exc):
-        return StoreBusy(f"{path} stayed locked by another process: {text}")
+        return StoreBusy(
+            f"{path} stayed locked by another connection (another process, or an open "
+            f"transaction of this one): {text}"
+        )
     return StoreError(f"{path}: {text}")
 
 

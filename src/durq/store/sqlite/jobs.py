@@ -24,6 +24,7 @@ from durq.store.sqlite import dependencies as deps
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.base import SqliteBase
 from durq.store.sqlite.connection import translate
+from durq.store.sqlite.outbox import outbox_problem
 
 T = TypeVar("T")
 
@@ -32,6 +33,21 @@ class JobsMixin(SqliteBase):
     """Enqueue, claim and finish, lease extension, progress, release and reap."""
 
     # -- enqueue --------------------------------------------------------------------------
+
+    def _check_outbox(self, connection: Any) -> None:
+        """Refuse a caller's connection that is not a ``sqlite3.Connection`` on this
+        store's own file (:mod:`durq.store.sqlite.outbox`)."""
+        if not isinstance(connection, sqlite3.Connection):
+            raise ConfigError(
+                f"connection= must be a sqlite3.Connection on {self.path}, "
+                f"not {type(connection).__name__}"
+            )
+        try:
+            problem = outbox_problem(connection, self.options, schema=False)
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        if problem is not None:
+            raise ConfigError(problem)
 
     def enqueue(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Inserted]:
         if connection is None and len(jobs) == 1 and jobs[0].plain:
@@ -58,14 +74,11 @@ class JobsMixin(SqliteBase):
             job_id = cur.lastrowid  # the row's id: this statement was the connection's last
             assert job_id is not None
             return [Inserted(job_id, True, run_at, now)]
+        if connection is not None:
+            self._check_outbox(connection)
         if any(job.batch_id is not None for job in jobs):
             return self._enqueue_in_batch(jobs, connection)
         if connection is not None:
-            if not isinstance(connection, sqlite3.Connection):
-                raise ConfigError(
-                    f"connection= must be a sqlite3.Connection on {self.path}, "
-                    f"not {type(connection).__name__}"
-                )
             try:
                 inserted = self._insert(connection, jobs, explicit_ids=False)
                 return self._set_extras(connection, jobs, inserted)
