@@ -56,15 +56,22 @@ def test_the_worker_command_runs_what_a_view_enqueued(tmp_path: Path) -> None:
     assert placed.returncode == 0, placed.stderr
     job_id = json.loads(placed.stdout)["job"]
     dq = durq.Durq(f"sqlite:///{tmp_path / 'shop.sqlite3'}")
+    # durq worker's own options (found by a new-user pass: it took only three, and logged
+    # in another format)
     with subprocess.Popen(
-        [sys.executable, str(MANAGE), "durq_worker", "--noreload"],
-        env={**os.environ, **env}, stderr=subprocess.DEVNULL,
+        [sys.executable, str(MANAGE), "durq_worker", "--noreload", "--log-format", "json",
+         "--concurrency", "3", "--no-prune"],
+        env={**os.environ, **env}, stderr=subprocess.PIPE, text=True,
     ) as worker:  # fmt: skip
         try:
             assert dq.get(job_id).wait(timeout=30) == "lamp"
         finally:
             worker.send_signal(signal.SIGTERM)
-            assert worker.wait(30) == 0
+            _, err = worker.communicate(timeout=30)
+            assert worker.returncode == 0, err
+    lines = [json.loads(x) for x in err.splitlines() if x.startswith("{")]
+    started = next(x for x in lines if x["event"] == "worker_started")
+    assert "time" in started and started["concurrency"] == 3
     status = manage("durq", "status", "--json", env=env)
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["queues"]["default"]["counts"]["succeeded"] == 1

@@ -278,6 +278,24 @@ def test_trace_links_enqueue_to_attempt_across_processes(
     ok_spans = [s for s in spans if s["attributes"].get("durq.task") == "ok"]
     assert ok_spans and all(s["trace_id"] == trace_id for s in ok_spans)
     assert not any("payload" in k for s in spans for k in s["attributes"])
+    assert "tracing_without_provider" not in (tmp_path / "w.log").read_text()
+
+
+def test_otel_without_a_tracer_provider_in_the_worker_says_so(tmp_path: Path, db_url: str) -> None:
+    """Found by a new-user pass: `durq worker --otel` in a process with no TracerProvider
+    set up exported nothing, without a word (OpenTelemetry's default records nothing)."""
+    pytest.importorskip("opentelemetry")
+    log = tmp_path / "w.log"
+    proc = WorkerProc(APP, db_url, log, ["--otel", "--log-format", "json"])
+    try:
+        wait_for(lambda: "worker_started" in log.read_text(), 30, what="the worker's start")
+        proc.signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        proc.stop()
+    lines = [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
+    [warned] = [x for x in lines if x["event"] == "tracing_without_provider"]
+    assert warned["level"] == "warning" and "TracerProvider" in warned["message"]
 
 
 def test_durq_dashboard_verb_binds_loopback_and_says_so(tmp_path: Path, db_url: str) -> None:

@@ -143,7 +143,7 @@ def test_a_connection_on_another_file_is_refused_and_writes_nothing(make_app, tm
             app.close()
         conn = sqlite3.connect(tmp_path / "other.db")
         try:
-            with pytest.raises(durq.ConfigError, match="other.db, but this app's jobs are in"):
+            with pytest.raises(durq.ConfigError, match=r"other\.db, but this app's jobs are in"):
                 app.enqueue("ship", {"order": 1}, connection=conn)
             conn.rollback()
             assert conn.execute("SELECT count(*) FROM jobs").fetchone()[0] == 0

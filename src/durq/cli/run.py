@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
-from typing import Any
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -19,125 +22,168 @@ from durq.cli.common import (
     load_app,
 )
 from durq.errors import DurqError
-from durq.observability import logs
+from durq.observability import events, logs
 from durq.store import describe_url
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+#: The options of ``durq worker`` that a framework's own worker command shares (all but
+#: MODULE:ATTR, --db and --autoreload): ``flask durq worker``, ``manage.py durq_worker``.
+WORKER_OPTIONS: list[Callable[[F], F]] = [
+    click.option(
+        "--queues",
+        default=None,
+        help="Comma-separated queues (default: all the app's task queues).",
+    ),
+    click.option("--concurrency", "-c", default=10, show_default=True, type=click.IntRange(min=1)),
+    click.option(
+        "--prefetch",
+        default=None,
+        type=click.IntRange(min=0),
+        help="Most jobs claimed ahead of the free slots (default: 8 x concurrency, at least 64; 0: none).",
+    ),
+    click.option(
+        "--lease", default=30.0, show_default=True, type=click.FloatRange(min=0.1), help="Seconds."
+    ),
+    click.option(
+        "--heartbeat",
+        default=None,
+        type=click.FloatRange(min=0.01),
+        help="Seconds between lease extensions (default: lease / 3).",
+    ),
+    click.option(
+        "--grace", default=30.0, show_default=True, type=click.FloatRange(min=0), help="Seconds."
+    ),
+    click.option(
+        "--free-requeues",
+        default=2,
+        show_default=True,
+        type=click.IntRange(min=0),
+        help="Shutdowns per job that hand its attempt back; later ones count as an attempt.",
+    ),
+    click.option(
+        "--pool",
+        default="threads",
+        show_default=True,
+        type=click.Choice(["threads", "processes"]),
+        help="Where def task bodies run: threads of this process, or --concurrency long-lived "
+        "child processes (async def tasks keep their event loop here).",
+    ),
+    click.option(
+        "--max-jobs-per-child",
+        default=None,
+        type=click.IntRange(min=1),
+        help="--pool processes: jobs a child runs before it is replaced.",
+    ),
+    click.option(
+        "--max-memory-per-child",
+        default=None,
+        type=click.FloatRange(min=1),
+        help="--pool processes: MB of resident memory a child may hold (measured after each "
+        "job: replaced; while a job runs: killed, the job retried).",
+    ),
+    click.option("--worker-id", default=None, help="Unique worker id (default host:pid:random)."),
+    click.option(
+        "--log-level",
+        default="info",
+        show_default=True,
+        type=click.Choice(["debug", "info", "warning", "error"]),
+    ),
+    click.option(
+        "--log-format",
+        default=None,
+        type=click.Choice(["text", "json"]),
+        help="text: local time, level, event, job id, task, message (default on a terminal); "
+        "json: one object per line with ISO-8601 times (default otherwise).",
+    ),
+    click.option(
+        "--metrics-port",
+        default=None,
+        type=click.IntRange(0, 65535),
+        help="Serve this worker's own Prometheus counters on 127.0.0.1:PORT/metrics.",
+    ),
+    click.option("--otel", is_flag=True, help="OpenTelemetry spans for each attempt (durq[otel])."),
+    click.option(
+        "--retain",
+        "retain",
+        multiple=True,
+        metavar="STATE=AGE",
+        help="Pruner retention for a finished state, e.g. succeeded=3d, failed=90d, "
+        "cancelled=forever (repeatable; defaults: succeeded 7d, failed/cancelled/expired 30d).",
+    ),
+    click.option(
+        "--prune-interval",
+        default=300.0,
+        show_default=True,
+        type=click.FloatRange(min=0),
+        help="Seconds between pruner passes (0 turns it off).",
+    ),
+    click.option("--no-prune", is_flag=True, help="Do not run the pruner in this worker."),
+    click.option(
+        "--rescue-after",
+        default=5.0,
+        show_default=True,
+        type=click.FloatRange(min=2.0),
+        help="Seconds without this worker's liveness beat (one a second) after which the "
+        "leader returns its jobs, before their leases expire.",
+    ),
+    click.option(
+        "--loop-block-threshold",
+        default=1.0,
+        show_default=True,
+        type=click.FloatRange(min=0, min_open=True),
+        help="Seconds the event loop of async def tasks may run no callback before it is "
+        "reported blocked (event loop_blocked, durq status).",
+    ),
+]
+
+
+def worker_options(fn: F) -> F:
+    """Give a click command every option of :data:`WORKER_OPTIONS`."""
+    for option in reversed(WORKER_OPTIONS):
+        fn = option(fn)
+    return fn
 
 
 @cli.command()
 @click.argument("app_spec", metavar="MODULE:ATTR")
 @click.option("--db", envvar="DURQ_URL", default=None, help="Override the app's database URL.")
-@click.option(
-    "--queues", default=None, help="Comma-separated queues (default: all the app's task queues)."
-)
-@click.option("--concurrency", "-c", default=10, show_default=True, type=click.IntRange(min=1))
-@click.option(
-    "--prefetch",
-    default=None,
-    type=click.IntRange(min=0),
-    help="Most jobs claimed ahead of the free slots (default: 8 x concurrency, at least 64; 0: none).",
-)
-@click.option(
-    "--lease", default=30.0, show_default=True, type=click.FloatRange(min=0.1), help="Seconds."
-)
-@click.option(
-    "--heartbeat",
-    default=None,
-    type=click.FloatRange(min=0.01),
-    help="Seconds between lease extensions (default: lease / 3).",
-)
-@click.option(
-    "--grace", default=30.0, show_default=True, type=click.FloatRange(min=0), help="Seconds."
-)
-@click.option(
-    "--free-requeues",
-    default=2,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Shutdowns per job that hand its attempt back; later ones count as an attempt.",
-)
-@click.option(
-    "--pool",
-    default="threads",
-    show_default=True,
-    type=click.Choice(["threads", "processes"]),
-    help="Where def task bodies run: threads of this process, or --concurrency long-lived "
-    "child processes (async def tasks keep their event loop here).",
-)
-@click.option(
-    "--max-jobs-per-child",
-    default=None,
-    type=click.IntRange(min=1),
-    help="--pool processes: jobs a child runs before it is replaced.",
-)
-@click.option(
-    "--max-memory-per-child",
-    default=None,
-    type=click.FloatRange(min=1),
-    help="--pool processes: MB of resident memory a child may hold (measured after each "
-    "job: replaced; while a job runs: killed, the job retried).",
-)
-@click.option("--worker-id", default=None, help="Unique worker id (default host:pid:random).")
-@click.option(
-    "--log-level",
-    default="info",
-    show_default=True,
-    type=click.Choice(["debug", "info", "warning", "error"]),
-)
-@click.option(
-    "--log-format",
-    default=None,
-    type=click.Choice(["text", "json"]),
-    help="text: local time, level, event, job id, task, message (default on a terminal); "
-    "json: one object per line with ISO-8601 times (default otherwise).",
-)
-@click.option(
-    "--metrics-port",
-    default=None,
-    type=click.IntRange(0, 65535),
-    help="Serve this worker's own Prometheus counters on 127.0.0.1:PORT/metrics.",
-)
-@click.option("--otel", is_flag=True, help="OpenTelemetry spans for each attempt (durq[otel]).")
-@click.option(
-    "--retain",
-    "retain",
-    multiple=True,
-    metavar="STATE=AGE",
-    help="Pruner retention for a finished state, e.g. succeeded=3d, failed=90d, "
-    "cancelled=forever (repeatable; defaults: succeeded 7d, failed/cancelled/expired 30d).",
-)
-@click.option(
-    "--prune-interval",
-    default=300.0,
-    show_default=True,
-    type=click.FloatRange(min=0),
-    help="Seconds between pruner passes (0 turns it off).",
-)
-@click.option("--no-prune", is_flag=True, help="Do not run the pruner in this worker.")
-@click.option(
-    "--rescue-after",
-    default=5.0,
-    show_default=True,
-    type=click.FloatRange(min=2.0),
-    help="Seconds without this worker's liveness beat (one a second) after which the "
-    "leader returns its jobs, before their leases expire.",
-)
-@click.option(
-    "--loop-block-threshold",
-    default=1.0,
-    show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
-    help="Seconds the event loop of async def tasks may run no callback before it is "
-    "reported blocked (event loop_blocked, durq status).",
-)
+@worker_options
 @click.option(
     "--autoreload",
     is_flag=True,
     help="Development: restart the worker when a *.py file under the current directory "
     "changes (running jobs finish within --grace first).",
 )
-def worker(
-    app_spec: str,
-    db: str | None,
+def worker(app_spec: str, db: str | None, autoreload: bool, **options: Any) -> None:
+    """Run a worker for the tasks of MODULE:ATTR (a durq.Durq; MODULE alone means MODULE:dq).
+    SIGTERM/SIGINT: graceful shutdown within --grace; a second signal exits at once.
+    Events go to stderr (--log-format)."""
+    if autoreload:
+        from pathlib import Path
+
+        from durq.cli.reload import supervise
+
+        raw = sys.argv[1:]
+        if "worker" not in raw:
+            fail("--autoreload works from the command line (durq worker ... --autoreload)")
+        argv = [a for a in raw[raw.index("worker") :] if a != "--autoreload"]
+        sys.exit(supervise(argv, [Path.cwd()]))
+    configure_logs(options["log_level"], options["log_format"])
+    run_worker(load_app(app_spec, db), app_spec, **options)
+
+
+def configure_logs(log_level: str, log_format: str | None) -> None:
+    """The worker's events to stderr at ``log_level`` as ``log_format`` (None: text on a
+    terminal, else JSON): :func:`durq.observability.logs.configure`."""
+    logs.configure(log_format, level=getattr(logging, log_level.upper()))
+
+
+def run_worker(
+    app: Durq,
+    name: str,
+    *,
     queues: str | None,
     concurrency: int,
     prefetch: int | None,
@@ -158,25 +204,15 @@ def worker(
     no_prune: bool,
     rescue_after: float,
     loop_block_threshold: float,
-    autoreload: bool,
-) -> None:
-    """Run a worker for the tasks of MODULE:ATTR (a durq.Durq; MODULE alone means MODULE:dq).
-    SIGTERM/SIGINT: graceful shutdown within --grace; a second signal exits at once.
-    Events go to stderr (--log-format)."""
-    import logging
+    around: Callable[[], AbstractContextManager[Any]] | None = None,
+    stop_when_idle: bool = False,
+) -> NoReturn:
+    """Run a worker for ``app`` with the options of :data:`WORKER_OPTIONS` (logs already
+    configured: :func:`configure_logs`) and exit with its code. ``name`` names the app in
+    messages (``MODULE:ATTR``); ``around`` and ``stop_when_idle`` are
+    :class:`durq.worker.Worker`'s and :meth:`durq.worker.Worker.run`'s.
 
-    if autoreload:
-        from pathlib import Path
-
-        from durq.cli.reload import supervise
-
-        raw = sys.argv[1:]
-        if "worker" not in raw:
-            fail("--autoreload works from the command line (durq worker ... --autoreload)")
-        argv = [a for a in raw[raw.index("worker") :] if a != "--autoreload"]
-        sys.exit(supervise(argv, [Path.cwd()]))
-    logs.configure(log_format, level=getattr(logging, log_level.upper()))
-    app = load_app(app_spec, db)
+    Exits 2 (usage) for a bad option, 1 when the worker cannot start."""
     if otel:
         from durq.observability import tracing
 
@@ -184,15 +220,22 @@ def worker(
             tracing.enable()
         except DurqError as exc:
             fail(str(exc), EXIT_USAGE)
+        if not tracing.has_provider():
+            events.emit(
+                tracing.WITHOUT_PROVIDER,
+                logging.WARNING,
+                message="--otel, but no TracerProvider is set up in this process: spans are "
+                "recorded nowhere (set one up where the tasks module is imported)",
+            )
     chosen = [q for q in queues.split(",") if q] if queues else None
     used = sorted(
         {t.queue for t in app.tasks.values()}
         | {t.hook_queue for t in app.tasks.values() if t.hook_queue}
     )
-    for name in chosen or []:
-        if name not in used:
+    for queue in chosen or []:
+        if queue not in used:
             click.echo(
-                f"durq: warning: no task of {app_spec} uses queue {name!r} (its tasks use "
+                f"durq: warning: no task of {name} uses queue {queue!r} (its tasks use "
                 f"{', '.join(used) or 'none'}); jobs enqueued elsewhere on it still run",
                 err=True,
             )
@@ -213,12 +256,13 @@ def worker(
             pool=pool,
             max_jobs_per_child=max_jobs_per_child,
             max_memory_per_child=max_memory_per_child,
+            around=around,
         )
         if metrics_port is not None:
             from durq.worker.metrics import serve_metrics
 
             serve_metrics(w, metrics_port)
-        code = w.run()
+        code = w.run(stop_when_idle=stop_when_idle)
     except DurqError as exc:
         fail(str(exc))
     sys.exit(code)

@@ -22,7 +22,6 @@ use :func:`durq.contrib.sqlalchemy.enqueue_in` with ``db.session``.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
@@ -31,13 +30,20 @@ from flask.cli import AppGroup, with_appcontext
 
 from durq.app import Durq
 from durq.errors import ConfigError
+from durq.store import describe_url
 
 #: The key in ``app.extensions``.
 EXTENSION = "durq"
 
 
 class DurqFlask:
-    """The extension. ``DurqFlask(dq, app)`` or ``DurqFlask(dq)`` + :meth:`init_app`."""
+    """The extension. ``DurqFlask(dq, app)`` or ``DurqFlask(dq)`` + :meth:`init_app`.
+
+    With a :class:`durq.Durq`, every app it is given to uses that one (declare tasks on it
+    at import time); ``app.config["DURQ_URL"]``, when set, must name the same database.
+    Without one, each app gets its own ``Durq`` from its ``DURQ_URL`` (an app factory
+    called twice with two URLs gets two).
+    """
 
     def __init__(self, dq: Durq | None = None, app: Flask | None = None) -> None:
         self.dq = dq
@@ -49,14 +55,22 @@ class DurqFlask:
         ``flask durq`` command group.
 
         Raises:
-            ConfigError: no ``Durq`` was given and ``app.config`` has no ``DURQ_URL``.
+            ConfigError: no ``Durq`` was given and ``app.config`` has no ``DURQ_URL``; or
+                one was given and ``DURQ_URL`` names another database (it was ignored).
         """
-        if self.dq is None:
-            url = app.config.get("DURQ_URL")
+        url = app.config.get("DURQ_URL")
+        dq = self.dq
+        if dq is None:
             if not url:
                 raise ConfigError("give DurqFlask a durq.Durq, or set app.config['DURQ_URL']")
-            self.dq = Durq(url)
-        app.extensions[EXTENSION] = self.dq
+            dq = Durq(url)
+        elif url and describe_url(url) != describe_url(dq.url):
+            raise ConfigError(
+                f"app.config['DURQ_URL'] is {describe_url(url)}, but the durq.Durq given to "
+                f"DurqFlask is on {describe_url(dq.url)}: make the Durq with that URL "
+                "(durq.Durq(url), or $DURQ_URL in the environment), or leave DURQ_URL unset"
+            )
+        app.extensions[EXTENSION] = dq
         app.cli.add_command(command_group())
 
 
@@ -88,6 +102,7 @@ def command_group() -> AppGroup:
     """``flask durq``: ``worker`` plus every verb of the ``durq`` command line, on the
     app's database."""
     from durq.cli import cli as durq_cli
+    from durq.cli.run import configure_logs, run_worker, worker_options
 
     @click.group(
         "durq", cls=AppGroup, help="durq: this app's job queue (worker, status, jobs, ...)."
@@ -98,21 +113,18 @@ def command_group() -> AppGroup:
         ctx.default_map = _db_defaults(durq_cli, current_durq().url)  # every verb's --db
 
     @group.command("worker")
-    @click.option("--queues", default=None, help="Comma-separated queues.")
-    @click.option("--concurrency", "-c", default=10, type=click.IntRange(min=1))
-    @click.option("--grace", default=30.0, type=click.FloatRange(min=0))
+    @worker_options
     @click.option("--until-idle", is_flag=True, help="Stop once nothing is left to run.")
-    def worker(queues: str | None, concurrency: int, grace: float, until_idle: bool) -> None:
-        """Run a worker for this app's tasks (SIGTERM/SIGINT: graceful stop)."""
-        from durq.observability.events import configure_json_logging
-
-        configure_json_logging()
-        w = current_durq().worker(
-            queues=[q for q in queues.split(",") if q] if queues else None,
-            concurrency=concurrency,
-            grace=grace,
-        )
-        sys.exit(w.run(stop_when_idle=until_idle))
+    def worker(until_idle: bool, **options: Any) -> None:
+        """Run a worker for this app's tasks, each body inside the app's context
+        (``current_app``, Flask-SQLAlchemy's ``db.session``). The options are ``durq
+        worker``'s. SIGTERM/SIGINT: graceful stop."""
+        configure_logs(options["log_level"], options["log_format"])
+        app = current_app._get_current_object()  # type: ignore[attr-defined]
+        run_worker(
+            current_durq(), app.import_name, around=app.app_context, stop_when_idle=until_idle,
+            **options,
+        )  # fmt: skip
 
     assert isinstance(group, AppGroup)
     for name, command in durq_cli.commands.items():

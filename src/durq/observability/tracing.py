@@ -48,6 +48,21 @@ def enable() -> None:
     _state.update(on=True, trace=trace, propagate=propagate)
 
 
+#: The event ``durq worker --otel`` logs (WARNING) when no TracerProvider is set up in the
+#: worker's process: OpenTelemetry's default provider records nothing.
+WITHOUT_PROVIDER = "tracing_without_provider"
+
+
+def has_provider() -> bool:
+    """Whether this process has set up a TracerProvider (OpenTelemetry's default, a proxy
+    or no-op provider, records nothing). False when tracing was not enabled."""
+    if not _state["on"]:
+        return False
+    trace = _state["trace"]
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
 def disable() -> None:
     _state["on"] = False
 

@@ -7,7 +7,9 @@ the claimer records under the attempt's lease token.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from durq.checks import MAX_WAIT
@@ -35,10 +37,18 @@ class Executor:
         app: the :class:`durq.Durq` whose tasks run here.
         max_retry_after: a cap in seconds on a delay asked for by Retry-After, over each
             task's own ``max_retry_after`` (None: the task's alone).
+        around: a function returning a context manager entered around each body, where
+            the body runs (see :class:`durq.worker.Worker`); None: none.
     """
 
-    def __init__(self, app: Registry, max_retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        app: Registry,
+        max_retry_after: float | None = None,
+        around: Callable[[], AbstractContextManager[Any]] | None = None,
+    ) -> None:
         self.app = app
+        self.around = around
         # The store's clock: on PostgreSQL an estimate of the database clock, so that error
         # history is stamped alike whichever worker (and whatever its clock) recorded it.
         self.clock: Callable[[], float] = lambda: app.store.now()
@@ -77,7 +87,11 @@ class Executor:
         task, payload = prepared
         token = bind(ctx)
         try:
-            value = guard.run(lambda: task.fn(**payload)) if guard else task.fn(**payload)
+            if self.around is None:
+                value = guard.run(lambda: task.fn(**payload)) if guard else task.fn(**payload)
+            else:
+                with self.around():
+                    value = guard.run(lambda: task.fn(**payload)) if guard else task.fn(**payload)
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
@@ -96,14 +110,16 @@ class Executor:
         task, payload = prepared
         token = bind(ctx)
         try:
-            coro = task.fn(**payload)
-            if task.timeout is not None:
-                # in this task, not wait_for's inner one: a body that swallows the cancel
-                # keeps running here (its slot held), never orphaned beside the next body
-                async with asyncio.timeout(task.timeout):
+            with self.around() if self.around is not None else contextlib.nullcontext():
+                coro = task.fn(**payload)
+                if task.timeout is not None:
+                    # in this task, not wait_for's inner one: a body that swallows the
+                    # cancel keeps running here (its slot held), never orphaned beside the
+                    # next body
+                    async with asyncio.timeout(task.timeout):
+                        value = await coro
+                else:
                     value = await coro
-            else:
-                value = await coro
         except TimeoutError as exc:
             if task.timeout is not None:
                 return self.timed_out(job, task.timeout)

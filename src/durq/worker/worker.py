@@ -12,7 +12,8 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from functools import partial
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -104,6 +105,12 @@ class Worker:
             hold (a number above 0; default None: no limit), measured after each job (over
             it: the child is replaced) and every 50 ms while a job runs (over it: the
             child's group is SIGKILLed at once, the job retried or failed).
+        around: a function returning a context manager that each attempt's body runs
+            inside, entered on the thread (``def``) or in the asyncio task (``async def``)
+            that runs it: a framework's context, e.g. a Flask app's ``app.app_context``
+            (``flask durq worker`` passes it). An error it raises fails the attempt as the
+            body's own would. Not with ``pool="processes"`` (``ConfigError``): the
+            children run bodies without it.
 
     Raises:
         ConfigError: a bad option (see :func:`durq.checks.check_worker_timing` for the
@@ -132,6 +139,7 @@ class Worker:
         pool: str = "threads",
         max_jobs_per_child: int | None = None,
         max_memory_per_child: float | None = None,
+        around: Callable[[], AbstractContextManager[Any]] | None = None,
     ) -> None:
         if not app.tasks:
             raise ConfigError("the app has no registered tasks; nothing to run")
@@ -160,6 +168,8 @@ class Worker:
             raise ConfigError(f"loop_block_threshold must be > 0 s, not {loop_block_threshold}")
         if pool == "threads" and (max_jobs_per_child or max_memory_per_child):
             raise ConfigError("max_jobs_per_child and max_memory_per_child need pool='processes'")
+        if around is not None and pool == "processes":
+            raise ConfigError("around= runs in this process: not with pool='processes'")
         self.app = app
         self.sweeper = attach_sweeper(self, app)  # deadlines: adds the tasks' hook tasks
         self.queues = list(queues or sorted({t.queue for t in app.tasks.values()}))
@@ -175,7 +185,7 @@ class Worker:
         self.poll_interval = poll_interval
         self.idle_claim_interval = idle_claim_interval
         self.reap_interval = reap_interval or min(5.0, max(self.lease / 2, 0.1))
-        self.executor = Executor(app)
+        self.executor = Executor(app, around=around)
         self.claimer = Claimer(self)
         self.inflight = InFlight(concurrency, on_free=self.claimer.wake)
         self.stats = WorkerStats()

@@ -1,45 +1,71 @@
-"""``manage.py durq_worker [--queues a,b] [--concurrency N] [--autoreload/--noreload]``:
-a worker for the project's durq app (autoreload by default when ``DEBUG``)."""
+"""``manage.py durq_worker [durq worker's options] [--autoreload/--noreload]``: a worker for
+the project's durq app, with every option of ``durq worker`` (``--log-format``,
+``--metrics-port``, ``--pool``, ...; ``manage.py durq_worker --help``), autoreload by
+default when ``DEBUG``. Each body runs between two ``close_old_connections()``, as a
+request does, so a database connection that broke or outlived ``CONN_MAX_AGE`` is not
+used by the next job."""
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import click
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from durq.cli.run import configure_logs, run_worker, worker_options
 from durq.contrib.django import get_app
+
+
+@contextmanager
+def job_scope() -> Iterator[None]:
+    """Around each body: Django's ``close_old_connections()`` before and after (what
+    Django does around a request), on the thread that runs the body."""
+    from django.db import close_old_connections
+
+    close_old_connections()
+    try:
+        yield
+    finally:
+        close_old_connections()
+
+
+@click.command(help="Run a durq worker for this project's tasks (SIGTERM/SIGINT: graceful stop).")
+@worker_options
+def worker(**options: Any) -> None:
+    configure_logs(options["log_level"], options["log_format"])
+    run_worker(get_app(), "this project", around=job_scope, **options)
 
 
 class Command(BaseCommand):
     help = "Run a durq worker for this project's tasks (SIGTERM/SIGINT: graceful stop)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--queues", default=None, help="comma-separated queues")
-        parser.add_argument("--concurrency", type=int, default=10)
-        parser.add_argument("--grace", type=float, default=30.0)
-        reload = parser.add_mutually_exclusive_group()
-        reload.add_argument("--autoreload", dest="reload", action="store_true", default=None)
-        reload.add_argument("--noreload", dest="reload", action="store_false")
+        parser.add_argument("args", nargs="*", help="durq worker's options, --autoreload")
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        # Everything after `durq_worker` belongs to durq's own parser (its --help included).
+        self._start(argv[2:])
 
     def handle(self, *args: Any, **options: Any) -> None:
-        reload = settings.DEBUG if options["reload"] is None else options["reload"]
+        self._start(list(args))
+
+    def _start(self, argv: list[str]) -> None:
+        reload = settings.DEBUG
+        rest: list[str] = []
+        for arg in argv:
+            if arg in ("--autoreload", "--noreload"):
+                reload = arg == "--autoreload"
+            else:
+                rest.append(arg)
         if reload:
             from django.utils import autoreload
 
-            autoreload.run_with_reloader(self._run, **options)
+            autoreload.run_with_reloader(self._run, rest)
         else:
-            self._run(**options)
+            self._run(rest)
 
-    def _run(self, **options: Any) -> None:
-        from durq.observability.events import configure_json_logging
-
-        configure_json_logging()
-        queues = options["queues"]
-        worker = get_app().worker(
-            queues=[q for q in queues.split(",") if q] if queues else None,
-            concurrency=options["concurrency"],
-            grace=options["grace"],
-        )
-        sys.exit(worker.run())
+    def _run(self, argv: list[str]) -> None:
+        worker.main(args=argv, prog_name="manage.py durq_worker")
