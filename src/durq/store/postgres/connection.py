@@ -25,6 +25,20 @@ except ImportError as exc:  # pragma: no cover - the extra is not installed
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 DURQ_OPTIONS = ("schema", "pool_size")
 NOTIFY_CHANNEL = "durq_jobs"
+#: The longest channel name PostgreSQL takes (NAMEDATALEN - 1 bytes; a longer one is refused
+#: by pg_notify, "channel name too long").
+MAX_CHANNEL = 63
+
+
+def channel_for(schema: str) -> str:
+    """The NOTIFY channel of the durq tables in ``schema``: ``durq_jobs_<schema>``, or,
+    when that would be over :data:`MAX_CHANNEL` bytes (a schema over 53 characters),
+    ``durq_jobs_`` and the first 32 hex digits of the schema's SHA-256. Case is kept:
+    LISTEN must quote it (unquoted, PostgreSQL folds it to lower case)."""
+    name = f"{NOTIFY_CHANNEL}_{schema}"
+    if len(name.encode()) <= MAX_CHANNEL:
+        return name
+    return f"{NOTIFY_CHANNEL}_{hashlib.sha256(schema.encode()).hexdigest()[:32]}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,8 +36,8 @@ from durq.store.postgres.batches import Batches
 from durq.store.postgres.batching import BatchingMixin
 from durq.store.postgres.blobbing import BlobbingMixin
 from durq.store.postgres.connection import (
-    NOTIFY_CHANNEL,
     PostgresOptions,
+    channel_for,
     migrate,
     open_pool,
     parse_url,
@@ -109,7 +109,7 @@ class PostgresStore(
         self._sql = {
             name: render(getattr(q, name), self.options.schema) for name in dir(q) if name.isupper()
         }
-        self.channel = f"{NOTIFY_CHANNEL}_{self.options.schema}"
+        self.channel = channel_for(self.options.schema)
         self._batches = Batches(self.options.schema, self.channel)
         self._deps = Dependencies(
             self.options.schema,

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from durq.model import StatusData, WorkerInfo
 from durq.store.postgres import queries as q
@@ -152,7 +153,9 @@ class WorkersMixin(PostgresBase):
         while not self._closing.is_set():
             try:
                 with psycopg.connect(self.options.conninfo, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {self.channel}")
+                    # quoted: unquoted, PostgreSQL folds the name to lower case, and
+                    # pg_notify on a mixed-case schema's channel would reach no one
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
                     self._changed.set()  # anything may have happened while we were away
                     self._cancelled.set()
                     pause = 0.1
