@@ -82,8 +82,9 @@ class Codec(Protocol):
 
 
 def sealed_key(stored: str | None) -> str | None:
-    """The key id of an encrypted stored value, or None when it is plain."""
-    if stored is None or not stored.startswith(PREFIX):
+    """The key id of an encrypted stored value, or None when it is plain (or not text: a
+    damaged row's BLOB)."""
+    if not isinstance(stored, str) or not stored.startswith(PREFIX):
         return None
     return stored[len(PREFIX) :].partition(":")[0]
 
@@ -231,8 +232,11 @@ def decode_with(codec: Codec | None, stored: str) -> str:
     """The JSON text of ``stored`` under ``codec``.
 
     Raises:
-        UndecodableValue: encrypted and no codec, or the codec cannot read it.
+        UndecodableValue: encrypted and no codec, or the codec cannot read it; or not text
+            at all (a damaged row: SQLite gives a BLOB as bytes).
     """
+    if not isinstance(stored, str):
+        raise UndecodableValue(f"the stored value is {type(stored).__name__}, not text")
     if codec is not None:
         return codec.decode(stored)
     if sealed_key(stored) is not None:

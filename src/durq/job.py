@@ -148,8 +148,8 @@ class Job:
             return None
         try:
             return decode(decode_with(getattr(self._store, "codec", None), stored))
-        except UndecodableValue:
-            return describe_sealed(stored)
+        except UndecodableValue as exc:
+            return describe_sealed(stored) if isinstance(stored, str) else f"unreadable: {exc}"
 
     @property
     def meta(self) -> Any:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 
 class JobState(enum.StrEnum):
@@ -118,16 +119,35 @@ class AttemptError:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AttemptError:
+        """An entry of a stored error history. A damaged entry (a number that is not one)
+        reads as 0 there (``started_at``: None) rather than raising: reading a job must
+        not fail because one entry was damaged."""
+        started = _number(data.get("started_at"), float, None)
         return cls(
-            attempt=int(data.get("attempt", 0)),
-            at=float(data.get("at", 0.0)),
+            attempt=_number(data.get("attempt", 0), int, 0),
+            at=_number(data.get("at", 0.0), float, 0.0),
             type=str(data.get("type", "")),
             message=str(data.get("message", "")),
             traceback=str(data.get("traceback", "")),
             kind=str(data.get("kind", "transient")),
-            started_at=float(data["started_at"]) if data.get("started_at") is not None else None,
+            started_at=started,
             worker_id=str(data["worker_id"]) if data.get("worker_id") is not None else None,
         )
+
+
+N = TypeVar("N", int, float)
+D = TypeVar("D")
+
+
+def _number(value: Any, kind: type[N], default: D) -> N | D:
+    """``kind(value)``, or ``default`` when value is None or not a finite number."""
+    if value is None or isinstance(value, bool):
+        return default
+    try:
+        number = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return number if math.isfinite(number) else default
 
 
 @dataclass(slots=True)

@@ -2,8 +2,8 @@
 and the dashboard's job page.
 
 The causes, in the order they are checked: finished; running (leased by worker W, or by a
-worker no longer seen); waiting for its parents (after=); parked; the queue paused; waiting
-for backoff until T; scheduled for T; no live worker has its task (stranded); its concurrency
+worker no longer seen); waiting for its parents (after=); parked; the queue paused; a
+damaged row (its run_at is not a time); waiting for backoff until T; scheduled for T; no live worker has its task (stranded); its concurrency
 limit full (which key, held by which jobs); its rate limit spent (until when); otherwise ready
 and waiting its turn.
 """
@@ -20,7 +20,7 @@ from durq.model import JobRecord, WhyFacts
 @dataclass(frozen=True, slots=True)
 class Why:
     """The answer: ``cause`` is a stable word for programs (``finished``, ``running``,
-    ``lease_orphaned``, ``waiting``, ``parked``, ``paused``, ``backoff``, ``scheduled``,
+    ``lease_orphaned``, ``waiting``, ``parked``, ``paused``, ``damaged``, ``backoff``, ``scheduled``,
     ``stranded``, ``concurrency_limit``, ``rate_limit``, ``ready``); ``sentence`` is for people."""
 
     cause: str
@@ -97,6 +97,8 @@ def why_not_running(job: JobRecord, facts: WhyFacts) -> Why:
             f"queue {job.queue!r} is paused since {clock(paused.get('at'))} by "
             f"{paused.get('source')}: {paused.get('reason')}; resume the queue to run it.",
         )
+    if not isinstance(job.run_at, int | float):  # a damaged row (SQLite keeps any text)
+        return Why("damaged", f"its run_at is {job.run_at!r}, not a time: the row is damaged.")
     if job.run_at > now:
         if job.attempts > 0:
             return Why(

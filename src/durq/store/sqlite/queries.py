@@ -489,5 +489,5 @@ RETURNING CAST(value AS REAL)
 """
 READ_CLOCK_MARK = """
 SELECT max(coalesce((SELECT CAST(value AS REAL) FROM meta WHERE key = 'clock_high_water'), 0),
-           coalesce((SELECT created_at FROM jobs ORDER BY id DESC LIMIT 1), 0))
+           coalesce((SELECT CAST(created_at AS REAL) FROM jobs ORDER BY id DESC LIMIT 1), 0))
 """
