@@ -51,6 +51,9 @@ log = logging.getLogger("durq.worker")
 #: Seconds past an async task's timeout before the watchdog cancels it too (``asyncio.timeout``
 #: should have by then; a coroutine that blocks the loop or swallows the cancel has not).
 ASYNC_TIMEOUT_SLACK = 1.0
+#: Seconds a stopping worker gives the claimer, after the grace, to record the outcomes
+#: still waiting (it took 60 s when the database refused writes: docs/deploy.md).
+FINAL_WRITES = 10.0
 _NO_SPAN = contextlib.nullcontext(None)
 
 
@@ -404,7 +407,10 @@ class Worker:
         abandoned = self.inflight.abandon_unreturned()
         if self._pool is not None:  # bodies past the grace are killed before release
             self._pool.close()
-        self.claimer.stop(timeout=60.0)  # records the outcomes still waiting, then ends
+        # records the outcomes still waiting, then ends; a store that refuses them (a full
+        # disk, a server gone) is not waited for past FINAL_WRITES: they come back as after
+        # a crash (rescued, charged), and a supervisor's stop timeout is not overrun
+        self.claimer.stop(timeout=FINAL_WRITES)
         for attempt in abandoned:
             attempt.ctx.mark_lease_lost()
             self._release(attempt)
