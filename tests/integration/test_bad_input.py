@@ -146,8 +146,13 @@ def test_a_file_that_is_not_sqlite_gives_a_clear_error_naming_it(tmp_path: Path)
         ("postgresql://[::1", "malformed PostgreSQL URL: Invalid IPv6 URL"),
         ("postgres://app:s3cret@[::1/jobs", "malformed PostgreSQL URL: Invalid IPv6 URL"),
         ("sqlite://[::1/jobs.db", "malformed SQLite URL 'sqlite://[::1/jobs.db': Invalid IPv6 URL"),
+        (  # urlsplit dropped "#frag.db": the file "rel" was used without a word
+            "sqlite:///rel#frag.db",
+            "'#' in SQLite URL 'sqlite:///rel#frag.db' starts a URL fragment, so the path "
+            "would end before it; write it as %23 (or give a bare file path)",
+        ),
     ],
-    ids=["postgres", "postgres-password", "sqlite"],
+    ids=["postgres", "postgres-password", "sqlite", "sqlite-fragment"],
 )
 @pytest.mark.parametrize("verb", [["status"], ["verify", "--jobs", "5"]])
 def test_a_malformed_url_is_one_clear_line_without_its_password(

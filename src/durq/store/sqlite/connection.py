@@ -61,14 +61,19 @@ def parse_url(url: str) -> SqliteOptions:
     ``lock_timeout`` (seconds).
 
     Raises:
-        ConfigError: a URL that cannot be parsed (an unclosed ``[``), an unknown option or
-            value, or an empty path.
+        ConfigError: a URL that cannot be parsed (an unclosed ``[``, a ``#``), an unknown
+            option or value, or an empty path.
     """
     if url.startswith("sqlite:"):
         try:
             parts = urlsplit(url)
         except ValueError as exc:
             raise ConfigError(f"malformed SQLite URL {url!r}: {exc}") from None
+        if parts.fragment or url.endswith("#"):  # urlsplit drops it: the path would end early
+            raise ConfigError(
+                f"'#' in SQLite URL {url!r} starts a URL fragment, so the path would end before "
+                "it; write it as %23 (or give a bare file path)"
+            )
         path = unquote(parts.path)
         if url.startswith("sqlite:///"):
             path = path[1:] if path.startswith("/") else path
