@@ -111,6 +111,8 @@ def test_flask_durq_worker_runs_bodies_in_the_app_context_with_durq_workers_opti
     assert any(x["event"] == "job_succeeded" and x["id"] == job.id for x in lines)
     bad = flask("--until-idle", "--pool", "nowhere")
     assert bad.returncode == 2 and "nowhere" in bad.stderr
+    pool = flask("--until-idle", "--pool", "processes")
+    assert pool.returncode == 2 and "for --pool processes run durq worker" in pool.stderr
     dq.close()
 
 

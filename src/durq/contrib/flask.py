@@ -102,6 +102,7 @@ def command_group() -> AppGroup:
     """``flask durq``: ``worker`` plus every verb of the ``durq`` command line, on the
     app's database."""
     from durq.cli import cli as durq_cli
+    from durq.cli.common import EXIT_USAGE, fail
     from durq.cli.run import configure_logs, run_worker, worker_options
 
     @click.group(
@@ -119,6 +120,12 @@ def command_group() -> AppGroup:
         """Run a worker for this app's tasks, each body inside the app's context
         (``current_app``, Flask-SQLAlchemy's ``db.session``). The options are ``durq
         worker``'s. SIGTERM/SIGINT: graceful stop."""
+        if options["pool"] == "processes":  # the children would run bodies outside the app
+            fail(
+                "flask durq worker runs bodies in threads, each inside the app's context; "
+                "for --pool processes run durq worker MODULE:ATTR",
+                EXIT_USAGE,
+            )
         configure_logs(options["log_level"], options["log_format"])
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         run_worker(

@@ -15,6 +15,7 @@ import click
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from durq.cli.common import EXIT_USAGE, fail
 from durq.cli.run import configure_logs, run_worker, worker_options
 from durq.contrib.django import get_app
 
@@ -35,6 +36,12 @@ def job_scope() -> Iterator[None]:
 @click.command(help="Run a durq worker for this project's tasks (SIGTERM/SIGINT: graceful stop).")
 @worker_options
 def worker(**options: Any) -> None:
+    if options["pool"] == "processes":  # the children would run bodies outside Django
+        fail(
+            "manage.py durq_worker runs bodies in threads, each between two "
+            "close_old_connections(); for --pool processes run durq worker MODULE:ATTR",
+            EXIT_USAGE,
+        )
     configure_logs(options["log_level"], options["log_format"])
     run_worker(get_app(), "this project", around=job_scope, **options)
 
