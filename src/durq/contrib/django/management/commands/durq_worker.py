@@ -39,7 +39,8 @@ def worker(**options: Any) -> None:
     if options["pool"] == "processes":  # the children would run bodies outside Django
         fail(
             "manage.py durq_worker runs bodies in threads, each between two "
-            "close_old_connections(); for --pool processes run durq worker MODULE:ATTR",
+            "close_old_connections(): --pool processes is not available here (its children "
+            "would run bodies without Django set up)",
             EXIT_USAGE,
         )
     configure_logs(options["log_level"], options["log_format"])
