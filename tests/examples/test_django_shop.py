@@ -72,6 +72,8 @@ def test_the_worker_command_runs_what_a_view_enqueued(tmp_path: Path) -> None:
     lines = [json.loads(x) for x in err.splitlines() if x.startswith("{")]
     started = next(x for x in lines if x["event"] == "worker_started")
     assert "time" in started and started["concurrency"] == 3
+    refused = manage("durq_worker", "--noreload", "--pool", "processes", env=env)
+    assert refused.returncode == 2 and "without Django set up" in refused.stderr
     status = manage("durq", "status", "--json", env=env)
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["queues"]["default"]["counts"]["succeeded"] == 1
