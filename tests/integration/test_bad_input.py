@@ -151,8 +151,14 @@ def test_a_file_that_is_not_sqlite_gives_a_clear_error_naming_it(tmp_path: Path)
             "'#' in SQLite URL 'sqlite:///rel#frag.db' starts a URL fragment, so the path "
             "would end before it; write it as %23 (or give a bare file path)",
         ),
+        (  # one slash: urlsplit read it as the absolute /jobs2.db at the filesystem root
+            "sqlite:/jobs2.db",
+            "one slash in 'sqlite:/jobs2.db': did you mean sqlite:///jobs2.db (three slashes "
+            "for a path relative to the current directory, four for an absolute one: "
+            "sqlite:////jobs2.db)?",
+        ),
     ],
-    ids=["postgres", "postgres-password", "sqlite", "sqlite-fragment"],
+    ids=["postgres", "postgres-password", "sqlite", "sqlite-fragment", "sqlite-one-slash"],
 )
 @pytest.mark.parametrize("verb", [["status"], ["verify", "--jobs", "5"]])
 def test_a_malformed_url_is_one_clear_line_without_its_password(

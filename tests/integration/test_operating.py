@@ -336,6 +336,27 @@ def test_durq_dashboard_verb_binds_loopback_and_says_so(tmp_path: Path, db_url: 
     assert f"http://127.0.0.1:{port} (loopback only; actions need the token)" in err
 
 
+def test_durq_dashboard_on_a_port_in_use_says_so_in_one_line(db_url: str) -> None:
+    """Found by a new-user pass: it printed "durq dashboard on http://..." and then
+    uvicorn's own error, exit 3."""
+    pytest.importorskip("uvicorn")
+    import socket
+
+    durq.Durq(db_url).enqueue("ok", {"n": 1})
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "durq", "dashboard", "--db", db_url, "--port", str(port)],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert out.returncode == 1
+    assert out.stderr == (
+        f"durq: error: cannot serve the dashboard on 127.0.0.1:{port}: Address already in use\n"
+    )
+
+
 def test_status_watch_redraws_until_interrupted(db_url: str) -> None:
     """``durq status --watch 0.2`` redraws until Ctrl-C, then exits 0. Waits for the third
     redraw (however slow the machine is to start the process), then interrupts."""

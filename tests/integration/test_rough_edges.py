@@ -157,6 +157,12 @@ def test_a_file_path_for_the_app_suggests_module_and_app(user_app: tuple[Path, P
     assert "tasks:queue_app" in out.stderr and "tasks:py" not in out.stderr
     out = cli("worker", "tasks", cwd=project)  # no `dq` in it: name the one it has
     assert "tasks:queue_app" in out.stderr
+    out = cli("worker", "tasks.py:queue_app", cwd=project)  # found by a new-user pass
+    assert out.returncode == 2
+    assert out.stderr == (
+        "durq: error: 'tasks.py:queue_app' is a file path; give the module and the app: "
+        "tasks:queue_app\n"
+    )
 
 
 def test_a_misspelt_payload_key_names_the_unexpected_and_the_missing_one(make_app) -> None:

@@ -102,9 +102,9 @@ def load_app(spec: str, url: str | None) -> Durq:
     """
     module_name, _, attr = spec.partition(":")
     sys.path.insert(0, os.getcwd())
-    if not attr and module_name.endswith(".py"):  # `durq worker tasks.py`: a file path
+    if module_name.endswith(".py"):  # `durq worker tasks.py[:dq]`: a file path
         dotted = module_name.removesuffix(".py").replace(os.sep, ".").strip(".")
-        found = _durq_attributes(dotted)
+        found = [attr] if attr else _durq_attributes(dotted)
         form = f"{dotted}:{found[0]}" if found else f"{dotted}:ATTR"
         fail(f"{spec!r} is a file path; give the module and the app: {form}", EXIT_USAGE)
     try:

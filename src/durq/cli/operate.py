@@ -103,8 +103,31 @@ def dashboard(
         if read_only
         else ("actions need the token" if token else "no token: actions refused")
     )
+    problem = _unbindable(host, port)
+    if problem is not None:  # said before "on http://...", not after it (uvicorn exits 3)
+        fail(f"cannot serve the dashboard on {host}:{port}: {problem}")
     click.echo(f"durq dashboard on http://{host}:{port} ({where}; {mode})", err=True)
     sys.stdout.flush()
     uvicorn.run(
         app, host=host, port=port, log_level=os.environ.get("DURQ_DASHBOARD_LOG", "warning")
     )
+
+
+def _unbindable(host: str, port: int) -> str | None:
+    """Why ``host``:``port`` cannot be bound now (a port in use, an address this machine
+    does not have), or None; the test socket is closed at once (``SO_REUSEADDR`` as
+    uvicorn sets it, so a port in TIME_WAIT is not refused)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        return str(exc)
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None

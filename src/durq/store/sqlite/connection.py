@@ -74,6 +74,13 @@ def parse_url(url: str) -> SqliteOptions:
                 f"'#' in SQLite URL {url!r} starts a URL fragment, so the path would end before "
                 "it; write it as %23 (or give a bare file path)"
             )
+        if url.startswith("sqlite:/") and not url.startswith("sqlite://"):
+            name = parts.path.lstrip("/")
+            raise ConfigError(
+                f"one slash in {url!r}: did you mean sqlite:///{name} (three slashes for a "
+                f"path relative to the current directory, four for an absolute one: "
+                f"sqlite:////{name})?"
+            )
         path = unquote(parts.path)
         if url.startswith("sqlite:///"):
             path = path[1:] if path.startswith("/") else path
