@@ -96,3 +96,27 @@ def test_jobs_show_tells_the_runs_of_a_replayed_job_apart(url: str) -> None:
         (3, "run 3, attempt 1"),
     ]  # fmt: skip
     app.close()
+
+
+def test_jobs_list_shows_the_current_runs_error_not_the_replay(url: str) -> None:
+    """Found by a new-user pass: after a replay, `jobs list` showed "Replayed: the job was
+    succeeded after 1 attempt(s)" in the last-error column of a job that then succeeded."""
+    app = durq.Durq(url)
+    [healed, again] = failed_jobs(app, "a", "default", 2)
+    assert run("retry", str(healed), str(again), "--db", url).returncode == 0
+    for job_id, outcome in ((healed, "succeeded"), (again, "failed")):
+        (c,) = app.store.claim("default", ["a"], 1, 30.0, "w1")
+        assert c.id == job_id
+        error = (
+            None
+            if outcome == "succeeded"
+            else AttemptError(1, 0.0, "KeyError", "late", "", "permanent")
+        )
+        app.store.finish([Outcome(c.id, c.lease_token, outcome, result="1", error=error)])
+    listed = run("jobs", "list", "--db", url)
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[1]: line for line in listed.stdout.splitlines() if line.startswith("│ ")}
+    assert "Replayed" not in rows[str(healed)] and "boom" not in rows[str(healed)]
+    assert "KeyError: late" in rows[str(again)]
+    assert app.get(healed).errors[-1].message.startswith("the job ended failed after 1 attempt")
+    app.close()

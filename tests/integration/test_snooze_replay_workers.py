@@ -75,6 +75,6 @@ def test_replay_of_a_failed_and_a_succeeded_job_keeps_the_old_attempts(
     assert job.attempts == 1  # attempt numbers start again at each replay
     kinds = [(e.attempt, e.kind.split(":")[0]) for e in job.errors]
     assert kinds == [(1, "permanent"), (1, "replayed"), (1, "replayed")]
-    assert "was failed after 1 attempt" in job.errors[1].message
-    assert "was succeeded after 1 attempt" in job.errors[2].message
+    assert "the job ended failed after 1 attempt" in job.errors[1].message
+    assert "the job ended succeeded after 1 attempt" in job.errors[2].message
     app.close()

@@ -199,7 +199,7 @@ def jobs_table(jobs: list[Job]) -> None:
         table.add_column(col, no_wrap=col in ("id", "tries"))
     table.add_column("last error", overflow="fold", ratio=1)
     for job in jobs:
-        err = job.last_error
+        err = views.run_error(job)
         task = f"{job.task} (hook)" if job.task.startswith(HOOK_TASK_PREFIX) else job.task
         ended = job.finished_at is not None
         table.add_row(

@@ -108,7 +108,7 @@ def _list(d: Dashboard, params: Params, title: str, **fixed: str) -> dict[str, A
     kept = {k: params[k] for k in FILTERS if params.get(k) and k not in fixed}
     rows = []
     for job in found:
-        err = job.last_error
+        err = views.run_error(job)
         rows.append(
             {
                 "job": job,

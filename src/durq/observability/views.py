@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any
 
 from durq.job import Job
-from durq.model import Edge, JobFilter, JobRecord, WorkerDetail
+from durq.model import AttemptError, Edge, JobFilter, JobRecord, WorkerDetail
 from durq.model.dependencies import PARENT_FAILED_KIND, UNSTORABLE_PAYLOAD_KIND
 from durq.model.jobs import HISTORY_TRIMMED_KIND, HOOK_TASK_PREFIX, TERMINAL_STATES
 from durq.observability import processes
@@ -197,6 +197,19 @@ def attempts(job: Job) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def run_error(job: Job) -> AttemptError | None:
+    """The last error of the job's current run: the last entry after its last replay
+    (``durq retry``), None when that run has none. What the job lists show in their
+    "last error" column: a replayed job's own entry is an operator's action, and the
+    errors before it belong to an earlier run."""
+    errors = job.errors
+    for e in reversed(errors):
+        if e.kind == REPLAYED_KIND:
+            return None
+        return e
+    return None
 
 
 def _label(run: int, attempt: int) -> str:

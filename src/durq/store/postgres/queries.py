@@ -301,7 +301,7 @@ SET state = 'queued', attempts = 0, shutdown_requeues = 0, snoozes = 0,
     lease_expires_at = NULL, worker_id = NULL,
     errors = {s}.append_error(errors, json_build_object(
         'attempt', attempts, 'at', {s}.epoch(%(at)s), 'type', 'Replayed',
-        'message', 'the job was ' || state || ' after ' || attempts
+        'message', 'the job ended ' || state || ' after ' || attempts
                    || ' attempt(s); it runs again with a fresh budget of ' || max_attempts,
         'traceback', '', 'kind', 'replayed')::text),
     deadline = CASE WHEN deadline <= {s}.epoch(%(at)s) THEN NULL ELSE deadline END

@@ -308,7 +308,7 @@ SET state = 'queued', attempts = 0, shutdown_requeues = 0, snoozes = 0, run_at =
     worker_id = NULL,
     errors = json_insert({HISTORY}, '$[#]', json_object(
         'attempt', attempts, 'at', :now, 'type', 'Replayed',
-        'message', 'the job was ' || state || ' after ' || attempts
+        'message', 'the job ended ' || state || ' after ' || attempts
                    || ' attempt(s); it runs again with a fresh budget of ' || max_attempts,
         'traceback', '', 'kind', 'replayed')),
     deadline = CASE WHEN deadline <= :now THEN NULL ELSE deadline END  -- else it re-expires
