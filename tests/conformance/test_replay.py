@@ -74,7 +74,10 @@ def test_every_finished_state_can_be_replayed(app: durq.Durq, clock: Clock, end:
     again = app.retry(job.id)
     assert again.state == "queued" and again.attempts == 0
     assert again.errors[: len(before.errors)] == before.errors
-    assert again.errors[-1].kind == "replayed" and f"the job ended {end} after 1" in again.errors[-1].message
+    assert (
+        again.errors[-1].kind == "replayed"
+        and f"the job ended {end} after 1" in again.errors[-1].message
+    )
     assert claim(app, task).attempt == 1
 
 
