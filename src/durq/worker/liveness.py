@@ -76,6 +76,7 @@ class Liveness(Service):
         self.host = socket.gethostname()
         self.stamp = proc_stamp(os.getpid())
         self._rescues: int | None = None
+        self._hand: tuple[int, ...] | None = None  # the job ids of the last report written
 
     def run(self) -> None:
         first = True
@@ -97,6 +98,20 @@ class Liveness(Service):
             events.emit(WORKER_FENCED, logging.WARNING, worker_id=w.id, row_gone=rescues is None)
             self.on_rescued()
         self._rescues = rescues
+        self.report_changes()
+
+    def report_changes(self) -> None:
+        """Write the worker's report (:meth:`WorkerHost.self_report`) when the jobs in hand
+        changed since the last one this loop wrote. The heartbeat writes it every lease / 3
+        (10 s) anyway; without this, a job shorter than that never showed as in hand in
+        ``durq workers`` and the dashboard. One small write a second at most, only while
+        the jobs in hand change."""
+        w = self.worker
+        report = w.self_report()
+        hand = tuple(h.id for h in report.in_hand)
+        if hand != self._hand:
+            w.app.store.report_worker(w.id, report)
+            self._hand = hand
 
     def rescue_once(self) -> None:
         """One pass of the duty ``rescue`` if this process leads it."""
