@@ -30,7 +30,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: The options of ``durq worker`` that a framework's own worker command shares (all but
 #: MODULE:ATTR, --db and --autoreload): ``flask durq worker``, ``manage.py durq_worker``.
-WORKER_OPTIONS: list[Callable[[F], F]] = [
+WORKER_OPTIONS: tuple[Callable[[Any], Any], ...] = (
     click.option(
         "--queues",
         default=None,
@@ -136,7 +136,7 @@ WORKER_OPTIONS: list[Callable[[F], F]] = [
         help="Seconds the event loop of async def tasks may run no callback before it is "
         "reported blocked (event loop_blocked, durq status).",
     ),
-]
+)
 
 
 def worker_options(fn: F) -> F:

@@ -170,7 +170,9 @@ class EnqueueFacade(FacadeBase):
         task: Task[Any, Any] | None,
     ) -> Job:
         new = self._with_payload(self._template(task_name, opts, task), payload, opts.key)
-        (inserted,) = self._store_for(opts.connection).enqueue([new], connection=opts.connection)
+        connection = opts.connection
+        store = self.store if connection is None else self._store_for(connection)
+        (inserted,) = store.enqueue([new], connection=connection)
         job = self._job_after_insert(new, inserted, events.enabled())
         if self.eager and opts.connection is None:
             self._run_eagerly()

@@ -205,11 +205,9 @@ def run_error(job: Job) -> AttemptError | None:
     "last error" column: a replayed job's own entry is an operator's action, and the
     errors before it belong to an earlier run."""
     errors = job.errors
-    for e in reversed(errors):
-        if e.kind == REPLAYED_KIND:
-            return None
-        return e
-    return None
+    if not errors or errors[-1].kind == REPLAYED_KIND:
+        return None
+    return errors[-1]
 
 
 def _label(run: int, attempt: int) -> str:

@@ -3,9 +3,9 @@ and the dashboard's job page.
 
 The causes, in the order they are checked: finished; running (leased by worker W, or by a
 worker no longer seen); waiting for its parents (after=); parked; the queue paused; a
-damaged row (its run_at is not a time); waiting for backoff until T; scheduled for T; no live worker has its task (stranded); its concurrency
-limit full (which key, held by which jobs); its rate limit spent (until when); otherwise ready
-and waiting its turn.
+damaged row (its run_at is not a time); waiting for backoff until T; scheduled for T; no
+live worker has its task (stranded); its concurrency limit full (which key, held by which
+jobs); its rate limit spent (until when); otherwise ready and waiting its turn.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from durq.model import JobRecord, WhyFacts
 @dataclass(frozen=True, slots=True)
 class Why:
     """The answer: ``cause`` is a stable word for programs (``finished``, ``running``,
-    ``lease_orphaned``, ``waiting``, ``parked``, ``paused``, ``damaged``, ``backoff``, ``scheduled``,
-    ``stranded``, ``concurrency_limit``, ``rate_limit``, ``ready``); ``sentence`` is for people."""
+    ``lease_orphaned``, ``waiting``, ``parked``, ``paused``, ``damaged``, ``backoff``,
+    ``scheduled``, ``stranded``, ``concurrency_limit``, ``rate_limit``, ``ready``);
+    ``sentence`` is for people."""
 
     cause: str
     sentence: str

@@ -95,13 +95,7 @@ def check_outbox(url: str, connection: Any) -> None:
 
     if not isinstance(connection, sqlite3.Connection):
         return  # the store's enqueue refuses it, naming the file
-    from durq.store.sqlite.connection import parse_url, translate
-    from durq.store.sqlite.outbox import outbox_problem
+    from durq.store.sqlite.connection import parse_url
+    from durq.store.sqlite.outbox import check_connection
 
-    opts = parse_url(url)
-    try:
-        problem = outbox_problem(connection, opts, schema=True)
-    except sqlite3.Error as exc:
-        raise translate(exc, opts.path) from exc
-    if problem is not None:
-        raise ConfigError(problem)
+    check_connection(connection, parse_url(url), schema=True)

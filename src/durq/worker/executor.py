@@ -87,7 +87,7 @@ class Executor:
         task, payload = prepared
         token = bind(ctx)
         try:
-            if self.around is None:
+            if self.around is None:  # the common case: no context manager per job
                 value = guard.run(lambda: task.fn(**payload)) if guard else task.fn(**payload)
             else:
                 with self.around():

@@ -24,7 +24,7 @@ from durq.store.sqlite import dependencies as deps
 from durq.store.sqlite import queries as q
 from durq.store.sqlite.base import SqliteBase
 from durq.store.sqlite.connection import translate
-from durq.store.sqlite.outbox import outbox_problem
+from durq.store.sqlite.outbox import check_connection
 
 T = TypeVar("T")
 
@@ -42,12 +42,7 @@ class JobsMixin(SqliteBase):
                 f"connection= must be a sqlite3.Connection on {self.path}, "
                 f"not {type(connection).__name__}"
             )
-        try:
-            problem = outbox_problem(connection, self.options, schema=False)
-        except sqlite3.Error as exc:
-            raise translate(exc, self.path) from exc
-        if problem is not None:
-            raise ConfigError(problem)
+        check_connection(connection, self.options, schema=False)
 
     def enqueue(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Inserted]:
         if connection is None and len(jobs) == 1 and jobs[0].plain:

@@ -16,7 +16,13 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from durq.store.sqlite.connection import SqliteOptions, migration_files, schema_version
+from durq.errors import ConfigError
+from durq.store.sqlite.connection import (
+    SqliteOptions,
+    migration_files,
+    schema_version,
+    translate,
+)
 
 
 def main_file(conn: sqlite3.Connection) -> str:
@@ -28,8 +34,8 @@ def main_file(conn: sqlite3.Connection) -> str:
     return ""
 
 
-def outbox_problem(conn: sqlite3.Connection, opts: SqliteOptions, schema: bool) -> str | None:
-    """Why durq cannot write a job on ``conn`` for the database ``opts`` names, or None.
+def check_connection(conn: sqlite3.Connection, opts: SqliteOptions, schema: bool) -> None:
+    """Refuse ``conn`` for an outbox enqueue on the database ``opts`` names.
 
     Args:
         conn: the caller's connection, inside the caller's transaction (nothing is written).
@@ -38,8 +44,19 @@ def outbox_problem(conn: sqlite3.Connection, opts: SqliteOptions, schema: bool) 
             the app's store is first opened, which would otherwise create it).
 
     Raises:
-        sqlite3.Error: the connection cannot be read (closed, say).
+        ConfigError: ``conn`` is on another file (or in memory), or, with ``schema``, the
+            file has no current durq schema yet (the message says how to create it).
+        StoreError: the connection cannot be read (closed, say).
     """
+    try:
+        problem = _problem(conn, opts, schema)
+    except sqlite3.Error as exc:
+        raise translate(exc, opts.path) from exc
+    if problem is not None:
+        raise ConfigError(problem)
+
+
+def _problem(conn: sqlite3.Connection, opts: SqliteOptions, schema: bool) -> str | None:
     ours = os.path.realpath(opts.path)
     theirs = main_file(conn)
     if not theirs or os.path.realpath(theirs) != ours:
